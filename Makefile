@@ -1,0 +1,66 @@
+# ptc: every target a fresh Debian 12 machine needs, run as root.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+PTC         := $(VENV)/bin/ptc
+SYSTEM_PY   ?= /usr/bin/python3
+APT_PACKAGES := podman runc debootstrap uidmap iptables iproute2 openssh-client \
+                python3-venv python3-dev gcc git rsync
+DEMO_NAME   ?= demo
+DEMO_NODES  ?= 2
+
+export PTC_HOME ?= $(CURDIR)/state
+export CONTAINERS_CONF := $(CURDIR)/elastic/testbed/local/containers.conf
+
+.PHONY: help setup apt venv image demo test test-unit test-integration lint clean
+
+help:
+	@echo "make demo   - profile -> local nodes -> playbooks -> testinfra -> benchmark -> dataset"
+	@echo "make test   - the whole test suite (unit + integration on the local testbed)"
+	@echo "make lint   - ruff, mypy, ansible-lint"
+	@echo "make setup  - apt packages, .venv and the node image (demo and test run it first)"
+
+setup: apt venv image
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo ">> apt-get install $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(SYSTEM_PY) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+image: venv
+	$(PTC) image build
+
+demo: setup
+	$(PTC) demo --name $(DEMO_NAME) --nodes $(DEMO_NODES)
+
+test: setup
+	# pytest exits 5 when it collects nothing; that is not a CI failure.
+	$(PY) -m pytest -p no:cacheprovider tests/unit tests/integration; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+test-unit: venv
+	$(PY) -m pytest tests/unit; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
+
+test-integration: setup
+	$(PY) -m pytest tests/integration; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
+
+lint: venv
+	$(VENV)/bin/ruff check elastic tests benchmarks profiles
+	$(VENV)/bin/mypy
+	cd $(CURDIR) && $(VENV)/bin/ansible-lint --profile production roles site.yml
+
+clean:
+	-$(PTC) down --all --yes
+	rm -rf $(VENV) state

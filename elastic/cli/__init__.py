@@ -1,0 +1,36 @@
+"""The ``ptc`` command line. Each concern registers its own commands; this module only wires them."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from elastic.errors import PtcError
+
+app = typer.Typer(
+    name="ptc",
+    help="Part-Time Cloud toolkit: profiles -> nodes -> playbooks -> tests -> benchmarks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    # Imported here so `ptc --help` lists everything while each module stays independent.
+    from elastic.cli import experiment, profile, sim
+
+    experiment.register(app)
+    app.add_typer(profile.app, name="profile", help="Render and check geni-lib profiles.")
+    app.add_typer(sim.app, name="sim", help="Simulate preemption policies on job traces.")
+
+
+def main() -> None:
+    _register()
+    try:
+        app()
+    except PtcError as err:
+        Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False)
+        sys.exit(err.exit_code)
