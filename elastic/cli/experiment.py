@@ -2,8 +2,126 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from elastic.errors import PtcError
+from elastic.testbed import experiment as experiments
+from elastic.testbed import lifecycle, rspec
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def parse_params(values: list[str] | None) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PtcError(f"--param {item!r} is not of the form NAME=VALUE")
+        params[key] = value
+    return params
+
+
+def up(
+    profile: Annotated[Path, typer.Argument(help="geni-lib profile script")],
+    name: Annotated[str, typer.Option("--name", "-n", help="experiment name")] = "ptc",
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="NAME=VALUE")] = None,
+    local: Annotated[bool, typer.Option("--local", help="the local container testbed (default)")] = False,
+    site: Annotated[str | None, typer.Option(help="CloudLab site: utah, wisconsin, clemson, apt")] = None,
+) -> None:
+    """Instantiate PROFILE as a named experiment and write its manifest and inventory."""
+    if local and site:
+        raise PtcError("choose either --local or --site, not both")
+    testbed = "cloudlab" if site else "local"
+    started = time.monotonic()
+    exp = lifecycle.up(profile, parse_params(param), name, testbed, site, err_console)
+    err_console.print(
+        f"[green]experiment {exp.name} is ready[/] in {time.monotonic() - started:.1f}s: "
+        f"inventory {exp.inventory_dir / 'hosts.yml'}"
+    )
+    _print_nodes(exp)
+
+
+def down(
+    name: Annotated[str | None, typer.Argument(help="experiment name")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="every experiment")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask (with --all)")] = False,
+) -> None:
+    """Delete an experiment's nodes, networks and state."""
+    if all_:
+        names = experiments.known()
+        if names and not yes and not typer.confirm(f"delete {', '.join(names)}?"):
+            raise typer.Abort()
+    elif name:
+        names = [name]
+    else:
+        raise PtcError("name an experiment or pass --all")
+    for each in names:
+        started = time.monotonic()
+        lifecycle.down(each, err_console)
+        err_console.print(f"deleted {each} in {time.monotonic() - started:.1f}s")
+
+
+def status(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
+    """Show an experiment's state and its nodes."""
+    exp = experiments.load(name)
+    console.print(f"[bold]{exp.name}[/] testbed={exp.testbed} state={exp.state} profile={exp.profile}")
+    _print_nodes(exp)
+
+
+def list_() -> None:
+    """List experiments."""
+    table = Table("name", "testbed", "state", "nodes", "created")
+    for name in experiments.known():
+        exp = experiments.load(name)
+        nodes = len(rspec.parse_manifest(exp.manifest()).nodes) if exp.manifest_path.exists() else 0
+        table.add_row(exp.name, exp.testbed + (f" ({exp.site})" if exp.site else ""), exp.state,
+                      str(nodes), time.strftime("%Y-%m-%d %H:%M", time.localtime(exp.created)))  # fmt: skip
+    console.print(table)
+
+
+def ssh(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    node: Annotated[str, typer.Argument(help="node client_id")],
+    command: Annotated[list[str] | None, typer.Argument(help="command to run")] = None,
+) -> None:
+    """SSH to a node of an experiment, as Ansible does."""
+    exp = experiments.load(name)
+    rspec.parse_manifest(exp.manifest()).node(node)  # names the known nodes if this one is not
+    args = ["ssh", "-F", str(exp.ssh_config_path), node, *(command or [])]
+    os.execvp("ssh", args)
+
+
+def inventory(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
+    """(Re)build the Ansible inventory and ssh_config from the experiment's manifest."""
+    exp = experiments.load(name)
+    console.print(str(lifecycle.write_inventory(exp)))
+
+
+def _print_nodes(exp: experiments.Experiment) -> None:
+    if not exp.manifest_path.exists():
+        return
+    manifest = rspec.parse_manifest(exp.manifest())
+    states = lifecycle.backend_for(exp).status(exp)
+    table = Table("node", "state", "ssh", "addresses")
+    for node in manifest.nodes:
+        login = f"{node.login.username}@{node.login.hostname}:{node.login.port}" if node.login else "-"
+        addresses = " ".join(i.ip for i in node.interfaces if i.ip)
+        table.add_row(node.client_id, states.get(node.client_id, "?"), login, addresses)
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command()(up)
+    app.command()(down)
+    app.command()(status)
+    app.command("list")(list_)
+    app.command()(ssh)
+    app.command()(inventory)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from elastic.errors import PtcError
+
 
 @dataclass(frozen=True)
 class Interface:
@@ -82,7 +84,6 @@ class Topology:
             if node.client_id == client_id:
                 return node
         known = ", ".join(n.client_id for n in self.nodes) or "none"
-        from elastic.errors import PtcError
 
         raise PtcError(f"unknown node {client_id!r} (nodes: {known})")
 

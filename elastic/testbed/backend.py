@@ -1,0 +1,24 @@
+"""What every testbed backend (local containers, CloudLab) provides to the experiment lifecycle."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from elastic.testbed.experiment import Experiment
+from elastic.testbed.topology import Topology
+
+
+class Backend(Protocol):
+    def create(self, exp: Experiment, request: Topology) -> bytes:
+        """Instantiate the request; return the manifest RSpec (CloudLab's form) as XML bytes.
+
+        Must leave nothing behind when it raises (clean up partial resources)."""
+        ...
+
+    def delete(self, exp: Experiment) -> None:
+        """Release every resource of the experiment; safe to call twice."""
+        ...
+
+    def status(self, exp: Experiment) -> dict[str, str]:
+        """Map node client_id -> a short state word ("ready", "stopped", "missing", ...)."""
+        ...

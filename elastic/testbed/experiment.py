@@ -1,0 +1,96 @@
+"""A named experiment and the directory that holds everything about it.
+
+Layout of ``$PTC_HOME/experiments/NAME/``::
+
+    experiment.json   what was asked for (profile, parameters, testbed, site)
+    request.xml       the request RSpec rendered from the profile
+    manifest.xml      the manifest RSpec the testbed returned: the only input downstream
+    ssh/              the per-experiment key pair
+    inventory/        hosts.yml, group_vars/, ssh_config (from the manifest)
+    runs/             ansible-runner artifacts of every deploy
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from elastic import atomic, paths
+from elastic.errors import PtcError
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+@dataclass
+class Experiment:
+    name: str
+    testbed: str  # "local" or "cloudlab"
+    profile: str
+    params: dict[str, str] = field(default_factory=dict)
+    site: str | None = None
+    created: float = field(default_factory=time.time)
+    state: str = "creating"  # creating -> ready | failed; deleting
+
+    @property
+    def dir(self) -> Path:
+        return paths.experiments_dir() / self.name
+
+    @property
+    def request_path(self) -> Path:
+        return self.dir / "request.xml"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.dir / "manifest.xml"
+
+    @property
+    def key_path(self) -> Path:
+        return self.dir / "ssh" / "id_ed25519"
+
+    @property
+    def inventory_dir(self) -> Path:
+        return self.dir / "inventory"
+
+    @property
+    def ssh_config_path(self) -> Path:
+        return self.inventory_dir / "ssh_config"
+
+    def save(self) -> None:
+        atomic.write_json(self.dir / "experiment.json", asdict(self))
+
+    def manifest(self) -> bytes:
+        if not self.manifest_path.exists():
+            raise PtcError(f"experiment {self.name!r} has no manifest yet (state: {self.state})")
+        return self.manifest_path.read_bytes()
+
+
+def validate_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise PtcError(
+            f"experiment name {name!r} is invalid: use 1-31 lowercase letters, digits and "
+            "dashes, starting with a letter"
+        )
+    return name
+
+
+def known() -> list[str]:
+    root = paths.experiments_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "experiment.json").is_file())
+
+
+def load(name: str) -> Experiment:
+    path = paths.experiments_dir() / name / "experiment.json"
+    if not path.is_file():
+        names = ", ".join(known()) or "none"
+        raise PtcError(f"unknown experiment {name!r} (experiments: {names})")
+    data = json.loads(path.read_text())
+    return Experiment(**data)
+
+
+def exists(name: str) -> bool:
+    return (paths.experiments_dir() / name / "experiment.json").is_file()

@@ -1,0 +1,105 @@
+"""Experiment lifecycle: profile -> request RSpec -> nodes -> manifest -> inventory, and back down.
+
+The only thing a backend hands back is the manifest; the inventory and everything after it are
+built from that manifest alone, so the local and CloudLab paths share all downstream code.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from rich.console import Console
+
+from elastic import atomic
+from elastic.errors import PtcError
+from elastic.testbed import experiment as experiments
+from elastic.testbed import inventory, render, rspec
+from elastic.testbed.backend import Backend
+from elastic.testbed.experiment import Experiment
+
+SITES = ("utah", "wisconsin", "clemson", "apt")
+
+
+def backend_for(exp: Experiment, console: Console | None = None) -> Backend:
+    if exp.testbed == "local":
+        from elastic.testbed.local.backend import LocalBackend
+
+        return LocalBackend(console)
+    if exp.testbed == "cloudlab":
+        from elastic.testbed.cloudlab import CloudLabBackend
+
+        return CloudLabBackend(site=exp.site or "utah")
+    raise PtcError(f"experiment {exp.name!r}: unknown testbed {exp.testbed!r} in experiment.json")
+
+
+def up(
+    profile: Path,
+    params: Mapping[str, str],
+    name: str,
+    testbed: str = "local",
+    site: str | None = None,
+    console: Console | None = None,
+) -> Experiment:
+    console = console or Console(stderr=True)
+    experiments.validate_name(name)
+    if experiments.exists(name):
+        state = experiments.load(name).state
+        raise PtcError(
+            f"experiment {name!r} already exists (state: {state}); "
+            f"use `ptc down {name}` first or pick another --name"
+        )
+    if testbed == "cloudlab" and site not in SITES:
+        raise PtcError(f"--site must be one of {', '.join(SITES)} (got {site!r})")
+    if not profile.is_file():
+        raise PtcError(f"profile {str(profile)!r} does not exist")
+
+    console.print(f"[bold]render[/] {profile} {' '.join(f'{k}={v}' for k, v in params.items())}")
+    request_xml = render.render_profile(profile, params)
+    request = rspec.parse_request(request_xml)
+    rspec.validate(request)
+
+    exp = Experiment(name=name, testbed=testbed, profile=str(profile.resolve()),
+                     params=dict(params), site=site)  # fmt: skip
+    exp.dir.mkdir(parents=True, exist_ok=False)
+    exp.save()
+    atomic.write_bytes(exp.request_path, request_xml)
+    _keygen(exp)
+    backend = backend_for(exp, console)
+    try:
+        manifest_xml = backend.create(exp, request)
+        atomic.write_bytes(exp.manifest_path, manifest_xml)
+        write_inventory(exp)
+    except BaseException:
+        exp.state = "failed"
+        exp.save()
+        raise
+    exp.state = "ready"
+    exp.save()
+    return exp
+
+
+def write_inventory(exp: Experiment) -> Path:
+    manifest = rspec.parse_manifest(exp.manifest())
+    return inventory.build_inventory(manifest, exp.inventory_dir, exp.key_path, exp.testbed)
+
+
+def down(name: str, console: Console | None = None) -> None:
+    exp = experiments.load(name)
+    exp.state = "deleting"
+    exp.save()
+    backend_for(exp, console).delete(exp)
+    shutil.rmtree(exp.dir)
+
+
+def _keygen(exp: Experiment) -> None:
+    exp.key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"ptc-{exp.name}",
+         "-f", str(exp.key_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise PtcError(f"ssh-keygen failed: {proc.stderr.strip()}")

@@ -1,0 +1,1 @@
+"""The local testbed: an RSpec instantiated as systemd-booted podman containers on this machine."""

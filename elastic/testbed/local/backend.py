@@ -1,0 +1,235 @@
+"""The local testbed backend: one systemd-booted container per RSpec node, wired like CloudLab.
+
+What a node gets, mirroring a CloudLab node:
+- hostname = client_id, eth0 on podman's control network, SSH published on 127.0.0.1;
+- ethN per RSpec interface, on the experiment's own LAN bridges (``network``);
+- /etc/hosts naming every node by its LAN address;
+- ``geni-get`` answering key / manifest / client_id / param from /var/lib/ptc-geni;
+- the profile repository at /local/repository, blockstores as directories at their mount points;
+- the profile's Execute services, run by systemd once the node is wired.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from elastic import atomic, paths
+from elastic.errors import PtcError
+from elastic.testbed import rspec
+from elastic.testbed.experiment import Experiment
+from elastic.testbed.local import image, network, podman
+from elastic.testbed.topology import Login, Node, Topology
+
+NODE_LABEL = "io.ptc.node"
+GENI_DIR = "/var/lib/ptc-geni"
+SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
+DOMAIN = "ptc.local"
+BOOT_TIMEOUT = 120.0
+EXECUTE_TIMEOUT = 300.0
+
+
+def container_name(experiment: str, node: str) -> str:
+    return f"ptc-{experiment}-{node}"
+
+
+class LocalBackend:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+
+    # -- Backend protocol -------------------------------------------------------------------
+
+    def create(self, exp: Experiment, request: Topology) -> bytes:
+        ref = image.ensure(console=self.console)
+        wires = network.plan(request)
+        try:
+            return self._create(exp, request, ref, wires)
+        except BaseException:
+            self.delete(exp)
+            raise
+
+    def delete(self, exp: Experiment) -> None:
+        names = podman.containers_of(exp.name)
+        if names:
+            podman.run("rm", "--force", "--time", "0", *names, check=False)
+        left = podman.containers_of(exp.name)
+        if left:
+            raise PtcError(f"could not remove containers of {exp.name!r}: {', '.join(left)}")
+        network.delete_namespace(exp.name)
+
+    def status(self, exp: Experiment) -> dict[str, str]:
+        states: dict[str, str] = {}
+        manifest = rspec.parse_manifest(exp.manifest()) if exp.manifest_path.exists() else None
+        nodes = [n.client_id for n in manifest.nodes] if manifest else []
+        for node in nodes:
+            info = podman.inspect(container_name(exp.name, node))
+            states[node] = "missing" if info is None else str(info["State"]["Status"])
+        return states
+
+    # -- creation ---------------------------------------------------------------------------
+
+    def _create(self, exp: Experiment, request: Topology, ref: str, wires: list[network.Wire]) -> bytes:
+        network.create_namespace(exp.name, len(request.links))
+        shared = exp.dir / "shared"
+        shared.mkdir(parents=True, exist_ok=True)
+        public_key = exp.key_path.with_suffix(".pub").read_text()
+        manifest = Topology(nodes=[], links=request.links, parameters=request.parameters)
+
+        with self._progress() as progress:
+            task = progress.add_task("starting nodes", total=len(request.nodes) * 3 + 1)
+            pids: dict[str, int] = {}
+            for node in request.nodes:
+                progress.update(task, description=f"starting {node.client_id}")
+                pids[node.client_id], port = self._start(
+                    exp, node, ref, shared, request.parameters | exp.params
+                )
+                manifest.nodes.append(self._manifest_node(exp, node, port))
+                progress.advance(task)
+
+            progress.update(task, description="wiring LANs")
+            for wire in wires:
+                network.attach(exp.name, wire, pids[wire.node])
+            self._shape(exp, request, wires)
+            hosts = self._etc_hosts(manifest, wires)
+            for node in manifest.nodes:
+                name = container_name(exp.name, node.client_id)
+                _write_in(name, "/etc/hosts", hosts, mode="644")
+                _write_in(name, "/root/.ssh/authorized_keys", public_key, mode="600")
+                progress.advance(task)
+
+            xml = rspec.write_manifest(manifest)
+            atomic.write_bytes(exp.manifest_path, xml)
+            for node in manifest.nodes:
+                progress.update(task, description=f"waiting for sshd on {node.client_id}")
+                assert node.login is not None
+                _wait_for_ssh(node.login.hostname, node.login.port, node.client_id)
+                geni = self._geni_dir(exp, node.client_id)
+                atomic.write_bytes(geni / "manifest.xml", xml)
+                atomic.write_text(geni / "ready", f"{time.time()}\n")
+                progress.advance(task)
+
+            progress.update(task, description="running the profile's Execute services")
+            self._wait_for_execute(exp, manifest)
+            progress.advance(task)
+        return xml
+
+    def _start(
+        self, exp: Experiment, node: Node, ref: str, shared: Path, params: dict[str, str]
+    ) -> tuple[int, int]:
+        name = container_name(exp.name, node.client_id)
+        geni = self._geni_dir(exp, node.client_id)
+        atomic.write_text(geni / "client_id", node.client_id + "\n")
+        atomic.write_text(geni / "slice_urn", f"urn:publicid:IDN+{DOMAIN}+slice+{exp.name}\n")
+        atomic.write_json(geni / "params.json", params)
+        atomic.write_text(geni / "key", exp.key_path.read_text(), mode=0o600)
+        atomic.write_bytes(geni / "execute.list", b"".join(s.command.encode() + b"\0" for s in node.execute))
+        (geni / "ready").unlink(missing_ok=True)
+
+        args = [
+            "run", "--detach", "--name", name, "--hostname", node.client_id,
+            "--label", f"{podman.LABEL}={exp.name}", "--label", f"{NODE_LABEL}={node.client_id}",
+            "--privileged", "--systemd=always", "--no-hosts",
+            "--network", "podman", "--publish", "127.0.0.1::22",
+            "--volume", f"{paths.REPO_ROOT}:/local/repository:ro",
+            "--volume", f"{geni}:{GENI_DIR}:ro",
+            "--volume", f"{shared}:{SHARED_MOUNT}",
+        ]  # fmt: skip
+        for store in node.blockstores:
+            if store.mount:
+                host_dir = exp.dir / "nodes" / node.client_id / "blockstores" / store.name
+                host_dir.mkdir(parents=True, exist_ok=True)
+                args += ["--volume", f"{host_dir}:{store.mount}"]
+        podman.run(*args, ref, "/sbin/init")
+        info = podman.inspect(name)
+        if info is None or not info["State"]["Running"]:
+            raise PtcError(f"node {node.client_id}: container {name} did not start")
+        pid = int(info["State"]["Pid"])
+        port = int(info["NetworkSettings"]["Ports"]["22/tcp"][0]["HostPort"])
+        return pid, port
+
+    def _manifest_node(self, exp: Experiment, node: Node, port: int) -> Node:
+        return replace(
+            node,
+            component_manager_id=f"urn:publicid:IDN+{DOMAIN}+authority+cm",
+            component_id=f"urn:publicid:IDN+{DOMAIN}+node+{exp.name}-{node.client_id}",
+            sliver_id=f"urn:publicid:IDN+{DOMAIN}+sliver+{exp.name}-{node.client_id}",
+            login=Login(hostname="127.0.0.1", port=port, username="root"),
+        )
+
+    def _shape(self, exp: Experiment, request: Topology, wires: list[network.Wire]) -> None:
+        for index, link in enumerate(request.links):
+            if link.bandwidth_kbps:
+                network.shape(exp.name, [w for w in wires if w.lan_index == index], link.bandwidth_kbps)
+
+    @staticmethod
+    def _etc_hosts(manifest: Topology, wires: list[network.Wire]) -> str:
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
+        named: set[str] = set()
+        for wire in wires:
+            if not wire.address:
+                continue
+            link = manifest.links[wire.lan_index].client_id
+            names = [f"{wire.node}-{link}"]
+            if wire.node not in named:  # the first LAN address carries the bare name
+                names.append(wire.node)
+                named.add(wire.node)
+            lines.append(f"{wire.address}\t{' '.join(names)}")
+        return "\n".join(lines) + "\n"
+
+    def _wait_for_execute(self, exp: Experiment, manifest: Topology) -> None:
+        deadline = time.monotonic() + EXECUTE_TIMEOUT
+        pending = [n.client_id for n in manifest.nodes if n.execute]
+        while pending and time.monotonic() < deadline:
+            for node in list(pending):
+                proc = podman.exec_(container_name(exp.name, node), "cat", "/var/lib/ptc/execute.status", check=False)
+                if proc.returncode == 0 and proc.stdout.strip():
+                    pending.remove(node)
+                    if proc.stdout.strip() != "0":
+                        log = podman.exec_(container_name(exp.name, node), "tail", "-n", "15",
+                                           "/var/log/ptc-execute.log", check=False).stdout  # fmt: skip
+                        raise PtcError(f"node {node}: the profile's Execute service failed "
+                                       f"(status {proc.stdout.strip()}):\n{log}")  # fmt: skip
+            time.sleep(0.5)
+        if pending:
+            raise PtcError(f"Execute services still running after {EXECUTE_TIMEOUT:.0f}s on: {', '.join(pending)}")
+
+    @staticmethod
+    def _geni_dir(exp: Experiment, node: str) -> Path:
+        path = exp.dir / "nodes" / node / "geni"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _progress(self) -> Progress:
+        return Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+            console=self.console,
+        )  # fmt: skip
+
+
+def _write_in(container: str, path: str, content: str, mode: str) -> None:
+    directory = shlex.quote(str(Path(path).parent))
+    target = shlex.quote(path)
+    script = f"mkdir -p {directory} && cat > {target}.ptc-tmp && chmod {mode} {target}.ptc-tmp && mv {target}.ptc-tmp {target}"
+    podman.run("exec", "-i", container, "sh", "-c", script, input=content.encode())
+
+
+def _wait_for_ssh(host: str, port: int, node: str) -> None:
+    deadline = time.monotonic() + BOOT_TIMEOUT
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=2) as sock:
+                sock.settimeout(2)
+                if sock.recv(64).startswith(b"SSH-"):
+                    return
+        except OSError as err:
+            last = str(err)
+        time.sleep(0.5)
+    raise PtcError(f"node {node}: sshd on {host}:{port} did not answer within {BOOT_TIMEOUT:.0f}s ({last})")

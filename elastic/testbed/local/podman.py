@@ -1,0 +1,57 @@
+"""Thin, typed access to the podman CLI with the project's containers.conf."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from elastic.errors import PtcError
+
+CONTAINERS_CONF = Path(__file__).with_name("containers.conf")
+LABEL = "io.ptc.experiment"
+
+
+def env() -> dict[str, str]:
+    environ = dict(os.environ)
+    environ.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
+    return environ
+
+
+def run(*args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    try:
+        proc = subprocess.run(
+            ["podman", *args],
+            env=env(),
+            input=input.decode() if input is not None else None,
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError as err:
+        raise PtcError("podman is not installed: run `make setup`") from err
+    if check and proc.returncode != 0:
+        raise PtcError(f"podman {' '.join(args[:2])} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def image_exists(ref: str) -> bool:
+    return run("image", "exists", ref, check=False).returncode == 0
+
+
+def inspect(name: str) -> dict[str, Any] | None:
+    proc = run("container", "inspect", name, check=False)
+    if proc.returncode != 0:
+        return None
+    data: list[dict[str, Any]] = json.loads(proc.stdout)
+    return data[0] if data else None
+
+
+def containers_of(experiment: str) -> list[str]:
+    proc = run("ps", "-a", "--filter", f"label={LABEL}={experiment}", "--format", "{{.Names}}")
+    return [line for line in proc.stdout.split() if line]
+
+
+def exec_(container: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run("exec", container, *cmd, check=check)

@@ -1,0 +1,92 @@
+"""Run one geni-lib profile script the way the CloudLab portal does, with geni-lib's defects fixed.
+
+Usage (normally only through ``elastic.testbed.render``)::
+
+    GENILIB_PORTAL_MODE=1 GENILIB_PORTAL_PARAMS_PATH=params.json \\
+    GENILIB_PORTAL_REQUEST_PATH=request.xml python -m elastic.testbed.portal_runner PROFILE
+
+The script itself runs unchanged as ``__main__`` (geni-lib's tour reads its docstring from
+there). Exit status follows the portal's contract: 0 on success, 100+N with a JSON list on
+stderr for N parameter errors, 1 with a traceback for a broken script.
+
+``PTC_PARAMS_DUMP_PATH``, when set, receives the parameter definitions the script made
+(name, type, default, description, legal values) as JSON, written even when binding fails,
+so callers can list parameters or name the known ones. geni-lib's own
+``GENILIB_PORTAL_DUMPPARAMS_PATH`` cannot be used: it json-dumps non-serialisable objects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import traceback
+from typing import Any
+
+from elastic.testbed import genilib_compat
+
+DUMP_ENV = "PTC_PARAMS_DUMP_PATH"
+EXIT_SCRIPT_ERROR = 1
+EXIT_USAGE = 64
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _dump_parameters(path: str) -> None:
+    import geni.portal as portal
+
+    ctx = portal.context
+    out = []
+    for name in ctx._parameterOrder:
+        p = ctx._parameters[name]
+        out.append(
+            {
+                "name": name,
+                "type": p.type,
+                "default": _jsonable(p.defaultValue),
+                "description": p.description,
+                "legal_values": _jsonable(p.legalValues),
+                "advanced": bool(p.advanced),
+                "prefix": p.prefix,
+            }
+        )
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(out, fh, indent=2)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m elastic.testbed.portal_runner PROFILE", file=sys.stderr)
+        return EXIT_USAGE
+    profile = argv[0]
+    genilib_compat.install()
+    dump_path = os.environ.get(DUMP_ENV)
+    status = 0
+    try:
+        # The profile sees itself as the main program, exactly as under the portal.
+        sys.argv = [profile]
+        runpy.run_path(profile, run_name="__main__")
+    except SystemExit as ex:
+        # verifyParameters() exits 100+N after writing the JSON list to stderr.
+        code = ex.code
+        status = code if isinstance(code, int) else (0 if code is None else EXIT_SCRIPT_ERROR)
+        if not isinstance(code, int) and code is not None:
+            print(code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        status = EXIT_SCRIPT_ERROR
+    if dump_path and "geni.portal" in sys.modules:
+        _dump_parameters(dump_path)
+    sys.stderr.flush()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,84 @@
+"""Fixtures for tests on the local testbed: real containers, real SSH, driven through the ptc CLI.
+
+Every experiment lives under a per-session PTC_HOME, and every fixture that creates one also takes
+it down, so a failing test leaves no containers or namespaces behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PTC = [sys.executable, "-m", "elastic.cli"]
+
+
+def _testbed_available() -> str | None:
+    for tool in ("podman", "runc", "debootstrap", "ip", "ssh"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (run `make setup`)"
+    if os.geteuid() != 0:
+        return "the local testbed needs root"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = _testbed_available()
+    if reason is None:
+        return
+    # In CI a missing testbed is a failure, not a skip: the integration tests must run there.
+    if os.environ.get("CI"):
+        raise pytest.UsageError(f"local testbed unavailable in CI: {reason}")
+    for item in items:
+        if "integration" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def ptc_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("ptc-home")
+    os.environ["PTC_HOME"] = str(home)
+    os.environ.setdefault("CONTAINERS_CONF", str(REPO / "elastic/testbed/local/containers.conf"))
+    return home
+
+
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def ptc(ptc_home: Path) -> Runner:
+    """Run the real `ptc` CLI; returns the completed process (never raises on failure)."""
+
+    def run(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([*PTC, *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=timeout, env=os.environ | {"COLUMNS": "200"})  # fmt: skip
+        sys.stderr.write(f"$ ptc {' '.join(args)} -> {proc.returncode}\n{proc.stderr[-3000:]}\n")
+        return proc
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def experiment_factory(ptc: Runner) -> Iterator[Callable[..., Path]]:
+    """Create experiments with `ptc up`; all are taken down at the end of the session."""
+    created: list[str] = []
+
+    def make(name: str, profile: str, *params: str) -> Path:
+        args = ["up", profile, "--local", "--name", name]
+        for p in params:
+            args += ["--param", p]
+        created.append(name)
+        proc = ptc(*args)
+        assert proc.returncode == 0, f"ptc up {name} failed:\n{proc.stderr[-4000:]}"
+        return Path(os.environ["PTC_HOME"]) / "experiments" / name
+
+    yield make
+    for name in created:
+        if (Path(os.environ["PTC_HOME"]) / "experiments" / name).exists():
+            ptc("down", name)
