@@ -1,0 +1,1 @@
+"""Benchmark campaigns: jobs submitted through Slurm, parsed, and recorded in a dataset."""

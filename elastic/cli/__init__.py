@@ -1,4 +1,4 @@
-"""The ``ptc`` command line. Each concern registers its own commands; this module only wires them."""
+"""The ``ptc`` command line: each concern registers its own commands; this module wires them."""
 
 from __future__ import annotations
 
@@ -20,13 +20,15 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so `ptc --help` lists everything while each module stays independent.
-    from elastic.cli import cluster, experiment, image, profile, sim
+    from elastic.cli import bench, cluster, demo, experiment, image, profile, sim
 
     experiment.register(app)
     cluster.register(app)
     app.add_typer(image.app, name="image", help="The local testbed's node image.")
     app.add_typer(profile.app, name="profile", help="Render and check geni-lib profiles.")
     app.add_typer(sim.app, name="sim", help="Simulate preemption policies on job traces.")
+    app.add_typer(bench.app, name="bench", help="Benchmark campaigns through Slurm.")
+    demo.register(app)
 
 
 def main() -> None:

@@ -33,8 +33,12 @@ def up(
     profile: Annotated[Path, typer.Argument(help="geni-lib profile script")],
     name: Annotated[str, typer.Option("--name", "-n", help="experiment name")] = "ptc",
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="NAME=VALUE")] = None,
-    local: Annotated[bool, typer.Option("--local", help="the local container testbed (default)")] = False,
-    site: Annotated[str | None, typer.Option(help="CloudLab site: utah, wisconsin, clemson, apt")] = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="the local container testbed (default)")
+    ] = False,
+    site: Annotated[
+        str | None, typer.Option(help="CloudLab site: utah, wisconsin, clemson, apt")
+    ] = None,
 ) -> None:
     """Instantiate PROFILE as a named experiment and write its manifest and inventory."""
     if local and site:
@@ -72,7 +76,9 @@ def down(
 def status(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
     """Show an experiment's state and its nodes."""
     exp = experiments.load(name)
-    console.print(f"[bold]{exp.name}[/] testbed={exp.testbed} state={exp.state} profile={exp.profile}")
+    console.print(
+        f"[bold]{exp.name}[/] testbed={exp.testbed} state={exp.state} profile={exp.profile}"
+    )
     _print_nodes(exp)
 
 
@@ -82,8 +88,13 @@ def list_() -> None:
     for name in experiments.known():
         exp = experiments.load(name)
         nodes = len(rspec.parse_manifest(exp.manifest()).nodes) if exp.manifest_path.exists() else 0
-        table.add_row(exp.name, exp.testbed + (f" ({exp.site})" if exp.site else ""), exp.state,
-                      str(nodes), time.strftime("%Y-%m-%d %H:%M", time.localtime(exp.created)))  # fmt: skip
+        table.add_row(
+            exp.name,
+            exp.testbed + (f" ({exp.site})" if exp.site else ""),
+            exp.state,
+            str(nodes),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(exp.created)),
+        )
     console.print(table)
 
 
@@ -112,7 +123,9 @@ def _print_nodes(exp: experiments.Experiment) -> None:
     states = lifecycle.backend_for(exp).status(exp)
     table = Table("node", "state", "ssh", "addresses")
     for node in manifest.nodes:
-        login = f"{node.login.username}@{node.login.hostname}:{node.login.port}" if node.login else "-"
+        login = (
+            f"{node.login.username}@{node.login.hostname}:{node.login.port}" if node.login else "-"
+        )
         addresses = " ".join(i.ip for i in node.interfaces if i.ip)
         table.add_row(node.client_id, states.get(node.client_id, "?"), login, addresses)
     console.print(table)

@@ -61,8 +61,9 @@ def up(
     request = rspec.parse_request(request_xml)
     rspec.validate(request)
 
-    exp = Experiment(name=name, testbed=testbed, profile=str(profile.resolve()),
-                     params=dict(params), site=site)  # fmt: skip
+    exp = Experiment(
+        name=name, testbed=testbed, profile=str(profile.resolve()), params=dict(params), site=site
+    )
     exp.dir.mkdir(parents=True, exist_ok=False)
     exp.save()
     atomic.write_bytes(exp.request_path, request_xml)
@@ -97,9 +98,21 @@ def down(name: str, console: Console | None = None) -> None:
 def _keygen(exp: Experiment) -> None:
     exp.key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     proc = subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"ptc-{exp.name}",
-         "-f", str(exp.key_path)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            f"ptc-{exp.name}",
+            "-f",
+            str(exp.key_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise PtcError(f"ssh-keygen failed: {proc.stderr.strip()}")

@@ -61,6 +61,15 @@ def _dump_parameters(path: str) -> None:
         json.dump(out, fh, indent=2)
 
 
+def _print_script_traceback(ex: BaseException) -> None:
+    """The traceback from the profile's frames on: runner and runpy frames are noise."""
+    te = traceback.TracebackException.from_exception(ex)
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if f.filename != __file__ and not f.filename.startswith("<frozen")]
+    )
+    print("".join(te.format()), end="", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m elastic.testbed.portal_runner PROFILE", file=sys.stderr)
@@ -79,8 +88,8 @@ def main(argv: list[str]) -> int:
         status = code if isinstance(code, int) else (0 if code is None else EXIT_SCRIPT_ERROR)
         if not isinstance(code, int) and code is not None:
             print(code, file=sys.stderr)
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as ex:
+        _print_script_traceback(ex)
         status = EXIT_SCRIPT_ERROR
     if dump_path and "geni.portal" in sys.modules:
         _dump_parameters(dump_path)

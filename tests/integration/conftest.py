@@ -56,8 +56,14 @@ def ptc(ptc_home: Path) -> Runner:
     """Run the real `ptc` CLI; returns the completed process (never raises on failure)."""
 
     def run(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([*PTC, *args], cwd=REPO, capture_output=True, text=True,
-                              timeout=timeout, env=os.environ | {"COLUMNS": "200"})  # fmt: skip
+        proc = subprocess.run(
+            [*PTC, *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=os.environ | {"COLUMNS": "200"},
+        )
         sys.stderr.write(f"$ ptc {' '.join(args)} -> {proc.returncode}\n{proc.stderr[-3000:]}\n")
         return proc
 

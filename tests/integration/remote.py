@@ -6,11 +6,17 @@ import subprocess
 from pathlib import Path
 
 
-def ssh(expdir: Path, node: str, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def ssh(
+    expdir: Path, node: str, command: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         ["ssh", "-F", str(expdir / "inventory" / "ssh_config"), node, command],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if check:
-        assert proc.returncode == 0, f"{node}: `{command}` failed ({proc.returncode}): {proc.stderr}"
+        assert proc.returncode == 0, (
+            f"{node}: `{command}` failed ({proc.returncode}): {proc.stderr}"
+        )
     return proc

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from lxml import etree
+from remote import ssh
 
 from elastic.testbed import rspec
-from remote import ssh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,9 +42,11 @@ def test_ansible_ping_reaches_every_node_over_ssh(cluster: Path) -> None:
     ansible = Path(sys.executable).with_name("ansible")
     proc = subprocess.run(
         [str(ansible), "all", "-i", str(cluster / "inventory" / "hosts.yml"), "-m", "ping", "-o"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env=os.environ | {"ANSIBLE_HOST_KEY_CHECKING": "False"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for node in ["head"] + [f"node-{i}" for i in range(COMPUTE)]:
         assert f"{node} | SUCCESS" in proc.stdout
@@ -116,16 +118,30 @@ def _netns_names() -> list[str]:
 
 def _containers(label: str) -> list[str]:
     out = subprocess.run(
-        ["podman", "ps", "-a", "--filter", f"label=io.ptc.experiment={label}", "--format", "{{.Names}}"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            "podman",
+            "ps",
+            "-a",
+            "--filter",
+            f"label=io.ptc.experiment={label}",
+            "--format",
+            "{{.Names}}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return out.split()
 
 
 def test_two_lans_are_two_isolated_networks(experiment_factory) -> None:  # type: ignore[no-untyped-def]
     expdir = experiment_factory("twolan", "profiles/tests/two_lans.py")
-    bridges = subprocess.run(["ip", "-n", "ptc-twolan", "-o", "link", "show", "type", "bridge"],
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    bridges = subprocess.run(
+        ["ip", "-n", "ptc-twolan", "-o", "link", "show", "type", "bridge"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert len(bridges.strip().splitlines()) == 2
     manifest = manifest_of(expdir)
     by_link: dict[str, list[tuple[str, str]]] = {}
@@ -164,8 +180,15 @@ def test_unknown_experiment_is_a_clear_error(ptc) -> None:  # type: ignore[no-un
 
 
 def test_bad_parameter_names_it_and_creates_nothing(ptc, ptc_home: Path) -> None:  # type: ignore[no-untyped-def]
-    proc = ptc("up", "profiles/slurm_cluster.py", "--local", "--name", "badparam",
-               "--param", "computeNodeCount=0")  # fmt: skip
+    proc = ptc(
+        "up",
+        "profiles/slurm_cluster.py",
+        "--local",
+        "--name",
+        "badparam",
+        "--param",
+        "computeNodeCount=0",
+    )
     assert proc.returncode == 2
     assert "computeNodeCount" in proc.stderr
     assert not (ptc_home / "experiments" / "badparam").exists()
@@ -190,8 +213,12 @@ def test_request_with_dangling_interface_is_refused(tmp_path: Path, ptc) -> None
         "pc.printRequestRSpec(request)\n"
     )
     # A profile cannot express a dangling reference, so break the rendered RSpec instead.
-    xml = subprocess.run([sys.executable, "-m", "elastic.cli", "profile", "render", str(profile)],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    xml = subprocess.run(
+        [sys.executable, "-m", "elastic.cli", "profile", "render", str(profile)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     broken = xml.replace('interface_ref client_id="a:if0"', 'interface_ref client_id="a:if9"')
     assert broken != xml
     with pytest.raises(Exception, match="a:if9"):

@@ -74,7 +74,9 @@ class LocalBackend:
 
     # -- creation ---------------------------------------------------------------------------
 
-    def _create(self, exp: Experiment, request: Topology, ref: str, wires: list[network.Wire]) -> bytes:
+    def _create(
+        self, exp: Experiment, request: Topology, ref: str, wires: list[network.Wire]
+    ) -> bytes:
         network.create_namespace(exp.name, len(request.links))
         shared = exp.dir / "shared"
         shared.mkdir(parents=True, exist_ok=True)
@@ -128,18 +130,36 @@ class LocalBackend:
         atomic.write_text(geni / "slice_urn", f"urn:publicid:IDN+{DOMAIN}+slice+{exp.name}\n")
         atomic.write_json(geni / "params.json", params)
         atomic.write_text(geni / "key", exp.key_path.read_text(), mode=0o600)
-        atomic.write_bytes(geni / "execute.list", b"".join(s.command.encode() + b"\0" for s in node.execute))
+        atomic.write_bytes(
+            geni / "execute.list", b"".join(s.command.encode() + b"\0" for s in node.execute)
+        )
         (geni / "ready").unlink(missing_ok=True)
 
         args = [
-            "run", "--detach", "--name", name, "--hostname", node.client_id,
-            "--label", f"{podman.LABEL}={exp.name}", "--label", f"{NODE_LABEL}={node.client_id}",
-            "--privileged", "--systemd=always", "--no-hosts",
-            "--network", "podman", "--publish", "127.0.0.1::22",
-            "--volume", f"{paths.REPO_ROOT}:/local/repository:ro",
-            "--volume", f"{geni}:{GENI_DIR}:ro",
-            "--volume", f"{shared}:{SHARED_MOUNT}",
-        ]  # fmt: skip
+            "run",
+            "--detach",
+            "--name",
+            name,
+            "--hostname",
+            node.client_id,
+            "--label",
+            f"{podman.LABEL}={exp.name}",
+            "--label",
+            f"{NODE_LABEL}={node.client_id}",
+            "--privileged",
+            "--systemd=always",
+            "--no-hosts",
+            "--network",
+            "podman",
+            "--publish",
+            "127.0.0.1::22",
+            "--volume",
+            f"{paths.REPO_ROOT}:/local/repository:ro",
+            "--volume",
+            f"{geni}:{GENI_DIR}:ro",
+            "--volume",
+            f"{shared}:{SHARED_MOUNT}",
+        ]
         for store in node.blockstores:
             if store.mount:
                 host_dir = exp.dir / "nodes" / node.client_id / "blockstores" / store.name
@@ -165,7 +185,9 @@ class LocalBackend:
     def _shape(self, exp: Experiment, request: Topology, wires: list[network.Wire]) -> None:
         for index, link in enumerate(request.links):
             if link.bandwidth_kbps:
-                network.shape(exp.name, [w for w in wires if w.lan_index == index], link.bandwidth_kbps)
+                network.shape(
+                    exp.name, [w for w in wires if w.lan_index == index], link.bandwidth_kbps
+                )
 
     @staticmethod
     def _etc_hosts(manifest: Topology, wires: list[network.Wire]) -> str:
@@ -187,17 +209,32 @@ class LocalBackend:
         pending = [n.client_id for n in manifest.nodes if n.execute]
         while pending and time.monotonic() < deadline:
             for node in list(pending):
-                proc = podman.exec_(container_name(exp.name, node), "cat", "/var/lib/ptc/execute.status", check=False)
+                proc = podman.exec_(
+                    container_name(exp.name, node),
+                    "cat",
+                    "/var/lib/ptc/execute.status",
+                    check=False,
+                )
                 if proc.returncode == 0 and proc.stdout.strip():
                     pending.remove(node)
                     if proc.stdout.strip() != "0":
-                        log = podman.exec_(container_name(exp.name, node), "tail", "-n", "15",
-                                           "/var/log/ptc-execute.log", check=False).stdout  # fmt: skip
-                        raise PtcError(f"node {node}: the profile's Execute service failed "
-                                       f"(status {proc.stdout.strip()}):\n{log}")  # fmt: skip
+                        log = podman.exec_(
+                            container_name(exp.name, node),
+                            "tail",
+                            "-n",
+                            "15",
+                            "/var/log/ptc-execute.log",
+                            check=False,
+                        ).stdout
+                        raise PtcError(
+                            f"node {node}: the profile's Execute service failed "
+                            f"(status {proc.stdout.strip()}):\n{log}"
+                        )
             time.sleep(0.5)
         if pending:
-            raise PtcError(f"Execute services still running after {EXECUTE_TIMEOUT:.0f}s on: {', '.join(pending)}")
+            raise PtcError(
+                f"Execute services still running after {EXECUTE_TIMEOUT:.0f}s on: {', '.join(pending)}"
+            )
 
     @staticmethod
     def _geni_dir(exp: Experiment, node: str) -> Path:
@@ -207,10 +244,13 @@ class LocalBackend:
 
     def _progress(self) -> Progress:
         return Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
             console=self.console,
-        )  # fmt: skip
+        )
 
 
 def _write_in(container: str, path: str, content: str, mode: str) -> None:
@@ -232,4 +272,6 @@ def _wait_for_ssh(host: str, port: int, node: str) -> None:
         except OSError as err:
             last = str(err)
         time.sleep(0.5)
-    raise PtcError(f"node {node}: sshd on {host}:{port} did not answer within {BOOT_TIMEOUT:.0f}s ({last})")
+    raise PtcError(
+        f"node {node}: sshd on {host}:{port} did not answer within {BOOT_TIMEOUT:.0f}s ({last})"
+    )

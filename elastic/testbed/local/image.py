@@ -28,18 +28,52 @@ REPOSITORY = "localhost/ptc-node"
 
 # What every node boots with: enough for systemd, SSH and Ansible.
 BASE_PACKAGES = (
-    "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "python3-apt", "iproute2",
-    "iputils-ping", "sudo", "ca-certificates", "procps", "netbase", "less", "gnupg", "curl",
-    "ifupdown", "kmod", "util-linux",
-)  # fmt: skip
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "openssh-server",
+    "python3",
+    "python3-apt",
+    "iproute2",
+    "iputils-ping",
+    "sudo",
+    "ca-certificates",
+    "procps",
+    "netbase",
+    "less",
+    "gnupg",
+    "curl",
+    "ifupdown",
+    "kmod",
+    "util-linux",
+)
 
 # Downloaded only: the roles install these, as they would on a fresh testbed node.
 CACHED_PACKAGES = (
-    "munge", "slurmctld", "slurmd", "slurmdbd", "slurm-client", "slurm-wlm-basic-plugins",
-    "mariadb-server", "python3-pymysql", "openmpi-bin", "libopenmpi-dev", "hpcc",
-    "nfs-ganesha", "nfs-ganesha-vfs", "libnfs-utils", "rpcbind", "chrony", "build-essential",
-    "git", "rsync", "etcd-server", "etcd-client", "keepalived", "haproxy",
-)  # fmt: skip
+    "munge",
+    "slurmctld",
+    "slurmd",
+    "slurmdbd",
+    "slurm-client",
+    "slurm-wlm-basic-plugins",
+    "mariadb-server",
+    "python3-pymysql",
+    "openmpi-bin",
+    "libopenmpi-dev",
+    "hpcc",
+    "nfs-ganesha",
+    "nfs-ganesha-vfs",
+    "libnfs-utils",
+    "rpcbind",
+    "chrony",
+    "build-essential",
+    "git",
+    "rsync",
+    "etcd-server",
+    "etcd-client",
+    "keepalived",
+    "haproxy",
+)
 
 # Bump when the build steps below change in a way the package lists and overlay do not show.
 RECIPE_VERSION = "1"
@@ -101,17 +135,29 @@ def build(recipe: Recipe, console: Console) -> None:
             step(
                 "debootstrap",
                 [
-                    "debootstrap", "--variant=minbase", f"--include={','.join(recipe.base)}",
-                    SUITE, str(root), recipe.mirror,
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--include={','.join(recipe.base)}",
+                    SUITE,
+                    str(root),
+                    recipe.mirror,
                 ],
-            )  # fmt: skip
+            )
             _customise(root, recipe)
             step("apt-get update", ["chroot", str(root), "apt-get", "update", "-q"])
             step(
                 "caching role packages",
-                ["chroot", str(root), "apt-get", "install", "-y", "-q", "--download-only",
-                 *recipe.cached],
-            )  # fmt: skip
+                [
+                    "chroot",
+                    str(root),
+                    "apt-get",
+                    "install",
+                    "-y",
+                    "-q",
+                    "--download-only",
+                    *recipe.cached,
+                ],
+            )
             progress.update(task, description="importing into podman")
             _import(root, recipe)
             progress.update(task, description=f"built {recipe.ref}")
@@ -128,7 +174,9 @@ def _customise(root: Path, recipe: Recipe) -> None:
         f"deb {recipe.mirror.replace('/debian', '/debian-security')} {SUITE}-security main\n"
     )
     # Keep downloaded .debs: Debian's container images delete them, we rely on them.
-    (root / "etc/apt/apt.conf.d/99ptc-keep-cache").write_text('Binary::apt::APT::Keep-Downloaded-Packages "true";\n')
+    (root / "etc/apt/apt.conf.d/99ptc-keep-cache").write_text(
+        'Binary::apt::APT::Keep-Downloaded-Packages "true";\n'
+    )
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()  # every node generates its own at first boot
     (root / "etc/machine-id").write_text("")
@@ -146,12 +194,25 @@ def _customise(root: Path, recipe: Recipe) -> None:
 
 
 def _import(root: Path, recipe: Recipe) -> None:
-    tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+    tar = subprocess.Popen(
+        ["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE
+    )
     proc = subprocess.run(
-        ["podman", "import", "--change", 'CMD ["/sbin/init"]', "--change", "STOPSIGNAL=SIGRTMIN+3",
-         "-", recipe.ref],
-        stdin=tar.stdout, env=podman.env(), capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "podman",
+            "import",
+            "--change",
+            'CMD ["/sbin/init"]',
+            "--change",
+            "STOPSIGNAL=SIGRTMIN+3",
+            "-",
+            recipe.ref,
+        ],
+        stdin=tar.stdout,
+        env=podman.env(),
+        capture_output=True,
+        text=True,
+    )
     tar.wait()
     if proc.returncode != 0 or tar.returncode != 0:
         raise PtcError(f"importing the node image failed: {proc.stderr.strip()}")
@@ -176,4 +237,6 @@ def _stream(cmd: list[str], on_line: object) -> None:
                 on_line(line)
     if proc.returncode != 0:
         tail = "\n".join(log[-15:])
-        raise PtcError(f"node image build step `{' '.join(cmd[:3])}` failed ({proc.returncode}):\n{tail}")
+        raise PtcError(
+            f"node image build step `{' '.join(cmd[:3])}` failed ({proc.returncode}):\n{tail}"
+        )

@@ -50,9 +50,15 @@ def plan(topology: Topology) -> list[Wire]:
                 netmask = iface.netmask or "255.255.255.0"
                 prefixlen = ipaddress.IPv4Network(f"0.0.0.0/{netmask}").prefixlen
             wires.append(
-                Wire(node.client_id, iface.client_id, lan_of[iface.client_id], f"eth{n}",
-                     iface.ip, prefixlen)
-            )  # fmt: skip
+                Wire(
+                    node.client_id,
+                    iface.client_id,
+                    lan_of[iface.client_id],
+                    f"eth{n}",
+                    iface.ip,
+                    prefixlen,
+                )
+            )
             n += 1
     return wires
 
@@ -71,8 +77,7 @@ def attach(experiment: str, wire: Wire, pid: int) -> None:
     ns = namespace(experiment)
     tag = hashlib.sha1(f"{experiment}/{wire.interface}".encode()).hexdigest()[:8]
     outer, inner = f"pv{tag}", f"pi{tag}"
-    _ip("link", "add", outer, "netns", ns, "type", "veth", "peer", "name", inner,
-        "netns", str(pid))  # fmt: skip
+    _ip("link", "add", outer, "netns", ns, "type", "veth", "peer", "name", inner, "netns", str(pid))
     _ip("-n", ns, "link", "set", outer, "master", f"lan{wire.lan_index}", "up")
     _nsenter(pid, "ip", "link", "set", inner, "name", wire.device)
     if wire.address:
@@ -89,7 +94,11 @@ def delete_namespace(experiment: str) -> None:
 
 def namespace_exists(experiment: str) -> bool:
     proc = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
-    return any(line.split()[0] == namespace(experiment) for line in proc.stdout.splitlines() if line.strip())
+    return any(
+        line.split()[0] == namespace(experiment)
+        for line in proc.stdout.splitlines()
+        if line.strip()
+    )
 
 
 def _ip(*args: str) -> None:
@@ -111,5 +120,22 @@ def shape(experiment: str, wires: list[Wire], kbps: int) -> None:
     ns = namespace(experiment)
     for wire in wires:
         tag = hashlib.sha1(f"{experiment}/{wire.interface}".encode()).hexdigest()[:8]
-        _check(["tc", "-n", ns, "qdisc", "replace", "dev", f"pv{tag}", "root", "tbf",
-                "rate", f"{kbps}kbit", "burst", "64kb", "latency", "50ms"])  # fmt: skip
+        _check(
+            [
+                "tc",
+                "-n",
+                ns,
+                "qdisc",
+                "replace",
+                "dev",
+                f"pv{tag}",
+                "root",
+                "tbf",
+                "rate",
+                f"{kbps}kbit",
+                "burst",
+                "64kb",
+                "latency",
+                "50ms",
+            ]
+        )

@@ -20,7 +20,9 @@ def env() -> dict[str, str]:
     return environ
 
 
-def run(*args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, check: bool = True, input: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(
             ["podman", *args],
@@ -32,7 +34,9 @@ def run(*args: str, check: bool = True, input: bytes | None = None) -> subproces
     except FileNotFoundError as err:
         raise PtcError("podman is not installed: run `make setup`") from err
     if check and proc.returncode != 0:
-        raise PtcError(f"podman {' '.join(args[:2])} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise PtcError(
+            f"podman {' '.join(args[:2])} failed: {proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return proc
 
 

@@ -1,0 +1,91 @@
+"""`ptc demo`: the main job end to end on the local testbed, with a short summary at the end.
+
+profile -> nodes (`ptc up`) -> playbooks (`ptc deploy`) -> testinfra (`ptc verify`)
+-> an HPCC run through Slurm -> a row in the experiment's Parquet dataset.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from elastic.bench import campaign as campaigns
+from elastic.bench import hpcc
+from elastic.cli.bench import default_dataset
+from elastic.errors import PtcError
+from elastic.paths import REPO_ROOT
+from elastic.testbed import experiment as experiments
+from elastic.testbed import lifecycle
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def demo(
+    name: Annotated[str, typer.Option("--name", "-n", help="experiment name")] = "demo",
+    nodes: Annotated[int, typer.Option(help="compute nodes")] = 2,
+    profile: Annotated[Path, typer.Option(help="geni-lib profile")] = REPO_ROOT / "profiles/slurm_cluster.py",
+    keep: Annotated[bool, typer.Option(help="leave the cluster up afterwards")] = True,
+) -> None:
+    """Run the whole pipeline on the local testbed and summarise it."""
+    from elastic.deploy import runner, verify
+
+    stages: list[tuple[str, float, str]] = []
+
+    def stage(label: str, started: float, note: str = "") -> None:
+        stages.append((label, time.monotonic() - started, note))
+        err_console.rule(f"[green]{label} done[/] ({stages[-1][1]:.1f}s)")
+
+    started = time.monotonic()
+    if experiments.exists(name):
+        exp = experiments.load(name)
+        if exp.state != "ready":
+            raise PtcError(f"experiment {name!r} exists in state {exp.state}; `ptc down {name}` first")
+        stage("nodes (reused)", started, f"{name} already up")
+    else:
+        exp = lifecycle.up(profile, {"computeNodeCount": str(nodes)}, name, "local", None, err_console)
+        stage("nodes", started, f"1+{nodes} containers")
+
+    started = time.monotonic()
+    result = runner.deploy(exp, console=err_console)
+    stage("deploy", started, result.describe())
+
+    started = time.monotonic()
+    verify.verify(exp)
+    stage("verify", started, "testinfra passed")
+
+    started = time.monotonic()
+    plan = campaigns.Campaign(nodes=(nodes,), tasks_per_node=(1,), sizes=(2000,))
+    path = default_dataset(exp)
+    row = campaigns.run(exp, plan, path, err_console)[0]
+    stage("benchmark", started, f"HPCC job {row['job_id']} {row['state']}")
+
+    summary = Table(title=f"ptc demo: {name}", show_header=True)
+    summary.add_column("stage")
+    summary.add_column("seconds", justify="right")
+    summary.add_column("result")
+    for label, seconds, note in stages:
+        summary.add_row(label, f"{seconds:.1f}", note)
+    console.print(summary)
+    figures = Table(title="HPCC headline figures", show_header=True)
+    figures.add_column("figure")
+    figures.add_column("value", justify="right")
+    figures.add_column("unit")
+    for key, unit in hpcc.HEADLINE.items():
+        value = row.get(key)
+        figures.add_row(key, f"{value:.4g}" if isinstance(value, float) else "-", unit)
+    console.print(figures)
+    console.print(f"dataset: {path}  (ptc bench show {path})")
+    if row.get("error"):
+        raise PtcError(f"the benchmark run did not produce figures: {row['error']}")
+    if not keep:
+        lifecycle.down(name, err_console)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)

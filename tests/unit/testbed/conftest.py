@@ -1,0 +1,16 @@
+"""Shared fixtures for the testbed tests: an isolated PTC_HOME and the repository's profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # render logs and experiment state must not land in the developer's real PTC_HOME.
+    home = tmp_path / "ptc-home"
+    monkeypatch.setenv("PTC_HOME", str(home))
+    return home
