@@ -336,9 +336,7 @@ def write_manifest(t: Topology, expires: str | None = None) -> bytes:
             item = etree.SubElement(ds, f"{_P}data_item")
             item.set("name", PARAM_PREFIX + name)
             item.text = value
-    return bytes(
-        etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
-    )
+    return bytes(etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8"))
 
 
 def _set_opt(el: etree._Element, attr: str, value: str | None) -> None:

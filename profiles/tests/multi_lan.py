@@ -1,5 +1,7 @@
 """Three LANs with different subnets; `router` sits on the first two."""
 
+# ruff: noqa: UP031  (%-formatting: runs unchanged under the portal's interpreter)
+
 import geni.portal as portal
 import geni.rspec.pg as pg
 

@@ -7,6 +7,8 @@ a-* and b-* share no network: traffic between them must not pass (head does not 
 Every node runs the same startup script as the Slurm cluster profile.
 """
 
+# ruff: noqa: UP031  (%-formatting: runs unchanged under the portal's interpreter)
+
 import geni.portal as portal
 import geni.rspec.pg as pg
 

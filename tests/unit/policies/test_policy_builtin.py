@@ -111,7 +111,7 @@ def test_stale_vector_is_refused() -> None:
 
 
 def test_vector_values_must_be_in_unit_interval() -> None:
-    with pytest.raises(PtcError, match="node 'a' = 1.5"):
+    with pytest.raises(PtcError, match=r"node 'a' = 1\.5"):
         PreemptionVector(0.0, {"a": 1.5})
 
 

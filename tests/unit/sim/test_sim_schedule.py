@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,9 +16,7 @@ from elastic.sim.snapshots import node_jobs, snapshot_times
 from elastic.sim.sweep import SweepConfig, run_sweep
 
 
-def run(
-    jobs: list[tuple[float, float, float, int]], n_nodes: int, depth: int = 500
-) -> Schedule:
+def run(jobs: list[tuple[float, float, float, int]], n_nodes: int, depth: int = 500) -> Schedule:
     """jobs: (submit, runtime, requested, nodes)."""
     cols = list(zip(*jobs, strict=True))
     return simulate(
@@ -162,10 +162,10 @@ def test_schedule_properties(
     for j, job in enumerate(jobs):
         nodes = s.nodes_of(j)
         assert len(set(nodes.tolist())) == job[3] == nodes.size
-        assert ((0 <= nodes) & (nodes < n_nodes)).all()
+        assert ((nodes >= 0) & (nodes < n_nodes)).all()
     for intervals in _busy_intervals(s).values():  # no node runs two jobs at once
         ordered = sorted(i for i in intervals if i[1] > i[0])
-        for (_, end), (start, _) in zip(ordered, ordered[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(ordered):
             assert start >= end
     times = snapshot_times(s, 7.0)
     grid = node_jobs(s, times)

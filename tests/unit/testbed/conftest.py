@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 
-
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # render logs and experiment state must not land in the developer's real PTC_HOME.

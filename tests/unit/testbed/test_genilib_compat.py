@@ -38,8 +38,6 @@ def install_line(skip: set[str]) -> str:
     return f"from elastic.testbed import genilib_compat; genilib_compat.install(skip={skip!r})"
 
 
-
-
 # --- print_statements ----------------------------------------------------------------------
 
 IMPORT_PORTAL = """

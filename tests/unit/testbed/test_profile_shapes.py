@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from testbed_support import TEST_PROFILES
 
 from elastic.testbed import rspec
 from elastic.testbed.render import render_profile
-
-from testbed_support import TEST_PROFILES
 
 
 def render(name: str) -> rspec.Topology:
@@ -42,7 +41,12 @@ def test_point_to_point() -> None:
 def test_blockstores_local_and_remote() -> None:
     t = render("blockstores.py")
     (local,) = t.node("storage-user").blockstores
-    assert (local.name, local.mount, local.size_gb, local.remote) == ("scratch", "/data", 30.0, False)
+    assert (local.name, local.mount, local.size_gb, local.remote) == (
+        "scratch",
+        "/data",
+        30.0,
+        False,
+    )
     remote_node = t.node("dataset")
     assert remote_node.sliver_type == "emulab-blockstore"
     (remote,) = remote_node.blockstores

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testbed_support import SLURM_PROFILE, TEST_PROFILES
 
 from elastic.errors import PtcError
 from elastic.testbed import rspec
 from elastic.testbed.render import profile_parameters, render_profile
-
-from testbed_support import SLURM_PROFILE, TEST_PROFILES
 
 STARTUP = "sudo bash /local/repository/profiles/startup.sh"
 HEAD_ROLES = "slurm_controller,slurm_dbd,nfs_server,config_server"
@@ -119,7 +118,7 @@ def test_broken_profile_reports_traceback_tail(profile: str, fragment: str) -> N
 
 
 def test_missing_profile_is_named(tmp_path: Path) -> None:
-    with pytest.raises(PtcError, match="nope.py"):
+    with pytest.raises(PtcError, match=r"nope\.py"):
         render_profile(tmp_path / "nope.py", {})
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lxml import etree
+from testbed_support import RECORDINGS
 
 from elastic.errors import PtcError
 from elastic.testbed import rspec
@@ -21,7 +22,6 @@ from elastic.testbed.topology import (
     Node,
     Topology,
 )
-from testbed_support import RECORDINGS
 
 RECORDED = RECORDINGS / "recorded_cloudlab_utah_manifest.xml"
 
@@ -50,9 +50,13 @@ def test_recorded_cloudlab_manifest_parses() -> None:
     assert head.sliver_type == "raw-pc"
     assert head.hardware_type == "m510"
     assert head.login == Login("ms1041.utah.cloudlab.us", 22, "alice")  # first of the logins
-    assert [(i.client_id, i.ip) for i in t.node("node-1").interfaces] == [("node-1:if1", "10.10.1.3")]
+    assert [(i.client_id, i.ip) for i in t.node("node-1").interfaces] == [
+        ("node-1:if1", "10.10.1.3")
+    ]
     assert t.links[0].interface_refs == ["head:if1", "node-0:if1", "node-1:if1"]
-    assert head.execute[0].command.endswith("startup.sh head slurm_controller,slurm_dbd,nfs_server,config_server")
+    assert head.execute[0].command.endswith(
+        "startup.sh head slurm_controller,slurm_dbd,nfs_server,config_server"
+    )
 
 
 def test_manifest_parameters_come_from_element_text() -> None:
@@ -142,20 +146,30 @@ names = st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)
 
 @given(
     count=st.integers(min_value=1, max_value=12),
-    params=st.dictionaries(names, st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=20), max_size=5),
+    params=st.dictionaries(
+        names,
+        st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=20),
+        max_size=5,
+    ),
     port=st.integers(min_value=1, max_value=65535),
     bandwidth=st.one_of(st.none(), st.integers(min_value=1, max_value=10**8)),
 )
-def test_round_trip_property(count: int, params: dict[str, str], port: int, bandwidth: int | None) -> None:
+def test_round_trip_property(
+    count: int, params: dict[str, str], port: int, bandwidth: int | None
+) -> None:
     nodes = [
         Node(
             client_id=f"n{i}",
-            interfaces=[Interface(f"n{i}:if0", f"n{i}", f"10.0.{i // 200}.{i % 200 + 1}", "255.255.0.0")],
+            interfaces=[
+                Interface(f"n{i}:if0", f"n{i}", f"10.0.{i // 200}.{i % 200 + 1}", "255.255.0.0")
+            ],
             login=Login(f"host{i}.example", port, "root"),
         )
         for i in range(count)
     ]
-    t = Topology(nodes, [Link("lan", [f"n{i}:if0" for i in range(count)], "lan", bandwidth)], params)
+    t = Topology(
+        nodes, [Link("lan", [f"n{i}:if0" for i in range(count)], "lan", bandwidth)], params
+    )
     rspec.validate(t)
     assert rspec.parse_manifest(rspec.write_manifest(t)) == t
 
@@ -219,7 +233,7 @@ def test_mismatched_netmask_on_a_link() -> None:
 def test_network_address_is_rejected() -> None:
     t = lan_topology()
     t.nodes[1].interfaces[0] = Interface("node-0:if1", "node-0", "10.10.1.0", "255.255.255.0")
-    with pytest.raises(PtcError, match="'node-0:if1' of node 'node-0'.*network or broadcast"):
+    with pytest.raises(PtcError, match=r"'node-0:if1' of node 'node-0'.*network or broadcast"):
         rspec.validate(t)
 
 
@@ -233,5 +247,5 @@ def test_bad_address_is_named() -> None:
 def test_interface_on_two_links() -> None:
     t = lan_topology()
     t.links.append(Link("other", ["head:if1"]))
-    with pytest.raises(PtcError, match="'head:if1' .* on link 'lan' and on link 'other'"):
+    with pytest.raises(PtcError, match=r"'head:if1' .* on link 'lan' and on link 'other'"):
         rspec.validate(t)

@@ -1,0 +1,298 @@
+"""The CloudLab backend: geni-lib's aggregate API (AM API v2) against one CloudLab site.
+
+Credentials come from a geni-lib context (made once with geni-lib's ``build-context`` from the
+CloudLab portal's credential bundle), loaded with ``geni.util.loadContext``. ``create``:
+ensure the slice, ``createsliver`` with the rendered request, poll ``sliverstatus`` until ready
+(or failed, or the timeout), fetch the final manifest with ``listresources``, then wait until
+every node's SSH port answers. On any failure the sliver is deleted again.
+
+The manifest is returned as CloudLab sent it, except that the context user's ``<login>`` is
+moved first on every node (CloudLab lists one per project member), so downstream code that
+takes the first login SSHes in as the user who owns the key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from elastic.errors import PtcError
+from elastic.testbed import genilib_compat, rspec
+from elastic.testbed.experiment import Experiment
+from elastic.testbed.topology import Topology
+
+SITES = ("utah", "wisconsin", "clemson", "apt")
+_SITE_AM = {"utah": "Utah", "wisconsin": "Wisconsin", "clemson": "Clemson", "apt": "Apt"}
+# GENI slice names: at most 19 characters, letters, digits and dashes.
+MAX_SLICE_NAME = 19
+SLICE_LIFETIME = datetime.timedelta(hours=16)
+READY_TIMEOUT_S = 30 * 60.0
+SSH_TIMEOUT_S = 10 * 60.0
+POLL_INTERVAL_S = 15.0
+_GENI_SEARCHFAILED = 12  # AM API: "no such slice/sliver"
+
+Probe = Callable[[str, int, float], bool]
+
+
+def tcp_probe(host: str, port: int, timeout: float) -> bool:
+    """Whether something accepts a TCP connection on host:port (sshd, once the node booted)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def slice_name(experiment: str) -> str:
+    if len(experiment) > MAX_SLICE_NAME:
+        raise PtcError(
+            f"experiment name {experiment!r} is too long for a CloudLab slice "
+            f"(at most {MAX_SLICE_NAME} characters)"
+        )
+    return experiment
+
+
+class CloudLabBackend:
+    """``Backend`` for CloudLab. Everything after ``context_path`` exists for tests."""
+
+    def __init__(
+        self,
+        site: str,
+        context_path: Path | None = None,
+        *,
+        console: Console | None = None,
+        context: Any = None,
+        ready_timeout: float = READY_TIMEOUT_S,
+        ssh_timeout: float = SSH_TIMEOUT_S,
+        poll_interval: float = POLL_INTERVAL_S,
+        probe: Probe = tcp_probe,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if site not in SITES:
+            raise PtcError(f"--site must be one of {', '.join(SITES)} (got {site!r})")
+        self.site = site
+        self.context_path = context_path
+        self.console = console or Console(stderr=True)
+        self._context = context
+        self.ready_timeout = ready_timeout
+        self.ssh_timeout = ssh_timeout
+        self.poll_interval = poll_interval
+        self._probe = probe
+        self._sleep = sleep
+        self._clock = clock
+
+    # --- geni-lib plumbing ----------------------------------------------------------------
+
+    @property
+    def aggregate(self) -> Any:
+        genilib_compat.install()
+        import geni.aggregate.cloudlab as cloudlab
+
+        return getattr(cloudlab, _SITE_AM[self.site])
+
+    def context(self) -> Any:
+        if self._context is None:
+            genilib_compat.install()
+            import geni.util
+
+            where = str(self.context_path) if self.context_path else "geni-lib's default path"
+            try:
+                self._context = geni.util.loadContext(
+                    path=str(self.context_path) if self.context_path else None
+                )
+            except (OSError, ValueError, KeyError) as err:
+                raise PtcError(
+                    f"cannot load the geni-lib context from {where}: {err}. Create it once with "
+                    "geni-lib's `build-context --type cloudlab --cert <cloudlab.pem> "
+                    "--pubkey <key.pub> --project <project>`"
+                ) from err
+        return self._context
+
+    def _username(self, ctx: Any) -> str | None:
+        users = list(getattr(ctx, "_users", []) or [])
+        return getattr(users[0], "name", None) if users else getattr(ctx, "uname", None)
+
+    def _am_error(self, what: str, err: Exception) -> PtcError:
+        return PtcError(f"CloudLab {self.site}: {what} failed: {err}")
+
+    # --- Backend --------------------------------------------------------------------------
+
+    def create(self, exp: Experiment, request: Topology) -> bytes:
+        from geni.aggregate.exceptions import AMError
+
+        sname = slice_name(exp.name)
+        if not exp.request_path.is_file():
+            raise PtcError(f"experiment {exp.name!r} has no request RSpec at {exp.request_path}")
+        ctx = self.context()
+        self._ensure_slice(ctx, sname)
+        try:
+            self.aggregate.createsliver(ctx, sname, str(exp.request_path))
+        except AMError as err:
+            raise self._am_error(f"creating sliver {sname!r}", err) from err
+        try:
+            self._wait_ready(ctx, sname, len(request.nodes))
+            manifest = self._fetch_manifest(ctx, sname)
+            self._wait_ssh(rspec.parse_manifest(manifest))
+        except BaseException:
+            self._delete_quietly(ctx, sname)
+            raise
+        return manifest
+
+    def delete(self, exp: Experiment) -> None:
+        from geni.aggregate.exceptions import AMError
+
+        sname = slice_name(exp.name)
+        try:
+            self.aggregate.deletesliver(self.context(), sname)
+        except AMError as err:
+            if _search_failed(err):
+                return  # already gone: deleting twice is fine
+            raise self._am_error(f"deleting sliver {sname!r}", err) from err
+
+    def status(self, exp: Experiment) -> dict[str, str]:
+        from geni.aggregate.exceptions import AMError
+
+        clients = _sliver_clients(exp)
+        try:
+            st = self.aggregate.sliverstatus(self.context(), slice_name(exp.name))
+        except AMError as err:
+            if _search_failed(err):
+                return dict.fromkeys(clients.values(), "missing")
+            raise self._am_error("sliverstatus", err) from err
+        out: dict[str, str] = {}
+        for res in st.get("geni_resources", []):
+            client = clients.get(res.get("geni_urn", ""), res.get("geni_urn", "?"))
+            out[client] = _state_word(res)
+        return out
+
+    # --- steps ----------------------------------------------------------------------------
+
+    def _ensure_slice(self, ctx: Any, sname: str) -> None:
+        try:
+            slices = ctx.cf.listSlices(ctx)
+            if any(str(urn).endswith(f"+slice+{sname}") for urn in slices):
+                return
+            expires = datetime.datetime.now(datetime.UTC) + SLICE_LIFETIME
+            ctx.cf.createSlice(ctx, sname, exp=expires, desc="ptc experiment")
+        except Exception as err:  # the clearinghouse raises its own error types
+            raise PtcError(f"CloudLab: cannot find or create slice {sname!r}: {err}") from err
+
+    def _wait_ready(self, ctx: Any, sname: str, expected: int) -> None:
+        from geni.aggregate.exceptions import AMError
+
+        deadline = self._clock() + self.ready_timeout
+        last = "unknown"
+        with _progress(self.console) as progress:
+            task = progress.add_task(f"CloudLab {self.site}: {sname} requested", total=None)
+            while True:
+                try:
+                    st = self.aggregate.sliverstatus(ctx, sname)
+                except AMError as err:
+                    raise self._am_error(f"sliverstatus of {sname!r}", err) from err
+                overall = str(st.get("pg_status") or st.get("geni_status") or "unknown")
+                resources = st.get("geni_resources", [])
+                ready = sum(1 for r in resources if _state_word(r) == "ready")
+                last = f"{overall}, {ready}/{len(resources) or expected} resources ready"
+                progress.update(task, description=f"CloudLab {self.site}: {sname} {last}")
+                if overall == "ready":
+                    return
+                if overall == "failed":
+                    errors = [
+                        f"{r.get('geni_urn', '?')}: {r.get('geni_error') or _state_word(r)}"
+                        for r in resources
+                        if _state_word(r) == "failed"
+                    ]
+                    detail = "; ".join(errors) or str(st.get("geni_error") or "no detail")
+                    raise PtcError(f"CloudLab {self.site}: sliver {sname!r} failed: {detail}")
+                if self._clock() >= deadline:
+                    raise PtcError(
+                        f"CloudLab {self.site}: sliver {sname!r} not ready after "
+                        f"{self.ready_timeout:.0f}s (last status: {last}); it has been deleted"
+                    )
+                self._sleep(self.poll_interval)
+
+    def _fetch_manifest(self, ctx: Any, sname: str) -> bytes:
+        from geni.aggregate.exceptions import AMError
+
+        try:
+            manifest = self.aggregate.listresources(ctx, sname)
+        except AMError as err:
+            raise self._am_error(f"fetching the manifest of {sname!r}", err) from err
+        xml = manifest.text if hasattr(manifest, "text") else str(manifest)
+        return _user_login_first(xml.encode("utf-8"), self._username(ctx))
+
+    def _wait_ssh(self, manifest: Topology) -> None:
+        pending = {n.client_id: n.login for n in manifest.nodes if n.login is not None}
+        deadline = self._clock() + self.ssh_timeout
+        while pending:
+            for client_id, login in list(pending.items()):
+                if self._probe(login.hostname, login.port, 5.0):
+                    del pending[client_id]
+            if not pending:
+                return
+            if self._clock() >= deadline:
+                where = ", ".join(f"{c} ({lg.hostname}:{lg.port})" for c, lg in pending.items())
+                raise PtcError(
+                    f"CloudLab {self.site}: SSH did not answer within {self.ssh_timeout:.0f}s "
+                    f"on {where}"
+                )
+            self._sleep(min(self.poll_interval, 5.0))
+
+    def _delete_quietly(self, ctx: Any, sname: str) -> None:
+        try:
+            self.aggregate.deletesliver(ctx, sname)
+        except Exception as err:  # cleaning up after a failure must not hide that failure
+            self.console.print(f"[yellow]warning:[/] could not delete sliver {sname!r}: {err}")
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
+    )
+
+
+def _state_word(resource: dict[str, Any]) -> str:
+    state = str(resource.get("pg_status") or resource.get("geni_status") or "unknown")
+    if state in ("ready", "failed"):
+        return state
+    return "starting"
+
+
+def _search_failed(err: Exception) -> bool:
+    data = getattr(err, "data", None)
+    code = data.get("code", {}) if isinstance(data, dict) else {}
+    return isinstance(code, dict) and code.get("geni_code") == _GENI_SEARCHFAILED
+
+
+def _sliver_clients(exp: Experiment) -> dict[str, str]:
+    """sliver_id -> client_id, from the manifest we kept (empty before there is one)."""
+    if not exp.manifest_path.is_file():
+        return {}
+    t = rspec.parse_manifest(exp.manifest_path.read_bytes())
+    return {n.sliver_id: n.client_id for n in t.nodes if n.sliver_id}
+
+
+def _user_login_first(xml: bytes, username: str | None) -> bytes:
+    if not username:
+        return xml
+    root = etree.fromstring(xml)
+    services = root.iter(f"{{{rspec.GENI_NS}}}services")
+    for svc in services:
+        mine = [
+            lg
+            for lg in svc.iterchildren(f"{{{rspec.GENI_NS}}}login")
+            if lg.get("username") == username
+        ]
+        for lg in reversed(mine):
+            svc.remove(lg)
+            svc.insert(0, lg)
+    return bytes(etree.tostring(root, xml_declaration=True, encoding="UTF-8"))
