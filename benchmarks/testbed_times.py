@@ -48,7 +48,8 @@ def main() -> None:
     rows: list[tuple[str, float]] = []
     if not args.no_cold:
         ref = image.default_recipe().ref
-        podman.run("rmi", "--force", ref, check=False)
+        if podman.run("rmi", ref, check=False).returncode != 0 and podman.image_exists(ref):
+            sys.exit(f"cannot measure a cold start: {ref} is in use by containers")
         rows.append(
             (
                 "up 1+3 cold (image build)",

@@ -58,7 +58,7 @@ def show(path: Annotated[Path, typer.Argument(help="dataset (Parquet)")]) -> Non
     """Print a dataset's runs and headline figures."""
     if not path.is_file():
         raise PtcError(f"dataset {str(path)!r} does not exist")
-    print_rows(dataset.load(path).to_dict("records"))
+    print_rows([{str(k): v for k, v in row.items()} for row in dataset.load(path).to_dict("records")])
 
 
 def print_rows(rows: list[dict[str, object]]) -> None:
