@@ -58,6 +58,7 @@ test-integration: setup
 
 lint: venv
 	$(VENV)/bin/ruff check elastic tests benchmarks profiles
+	$(VENV)/bin/ruff format --check elastic tests benchmarks
 	$(VENV)/bin/mypy
 	cd $(CURDIR) && $(VENV)/bin/ansible-lint --profile production roles site.yml
 

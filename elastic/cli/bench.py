@@ -25,13 +25,17 @@ def default_dataset(exp: experiments.Experiment) -> Path:
 @app.command("hpcc")
 def run_hpcc(
     name: Annotated[str, typer.Argument(help="experiment name")],
-    nodes: Annotated[list[int] | None, typer.Option("--nodes", help="node counts (repeatable)")] = None,
+    nodes: Annotated[
+        list[int] | None, typer.Option("--nodes", help="node counts (repeatable)")
+    ] = None,
     tasks_per_node: Annotated[list[int] | None, typer.Option("--tasks-per-node")] = None,
     size: Annotated[list[int] | None, typer.Option("--size", help="HPL N (repeatable)")] = None,
     block: Annotated[int, typer.Option(help="HPL NB")] = 80,
     repeat: Annotated[int, typer.Option(help="runs per configuration")] = 1,
     user: Annotated[str, typer.Option(help="cluster user that submits")] = "ptc",
-    launcher: Annotated[str, typer.Option(help="how the job starts MPI ranks")] = campaigns.Campaign.launcher,
+    launcher: Annotated[
+        str, typer.Option(help="how the job starts MPI ranks")
+    ] = campaigns.Campaign.launcher,
     out: Annotated[Path | None, typer.Option(help="dataset (Parquet)")] = None,
 ) -> None:
     """Run an HPCC campaign through Slurm on EXPERIMENT and append every run to the dataset."""
@@ -58,7 +62,9 @@ def show(path: Annotated[Path, typer.Argument(help="dataset (Parquet)")]) -> Non
     """Print a dataset's runs and headline figures."""
     if not path.is_file():
         raise PtcError(f"dataset {str(path)!r} does not exist")
-    print_rows([{str(k): v for k, v in row.items()} for row in dataset.load(path).to_dict("records")])
+    print_rows(
+        [{str(k): v for k, v in row.items()} for row in dataset.load(path).to_dict("records")]
+    )
 
 
 def print_rows(rows: list[dict[str, object]]) -> None:

@@ -29,7 +29,8 @@ err_console = Console(stderr=True)
 def demo(
     name: Annotated[str, typer.Option("--name", "-n", help="experiment name")] = "demo",
     nodes: Annotated[int, typer.Option(help="compute nodes")] = 2,
-    profile: Annotated[Path, typer.Option(help="geni-lib profile")] = REPO_ROOT / "profiles/slurm_cluster.py",
+    profile: Annotated[Path, typer.Option(help="geni-lib profile")] = REPO_ROOT
+    / "profiles/slurm_cluster.py",
     keep: Annotated[bool, typer.Option(help="leave the cluster up afterwards")] = True,
 ) -> None:
     """Run the whole pipeline on the local testbed and summarise it."""
@@ -45,10 +46,14 @@ def demo(
     if experiments.exists(name):
         exp = experiments.load(name)
         if exp.state != "ready":
-            raise PtcError(f"experiment {name!r} exists in state {exp.state}; `ptc down {name}` first")
+            raise PtcError(
+                f"experiment {name!r} exists in state {exp.state}; `ptc down {name}` first"
+            )
         stage("nodes (reused)", started, f"{name} already up")
     else:
-        exp = lifecycle.up(profile, {"computeNodeCount": str(nodes)}, name, "local", None, err_console)
+        exp = lifecycle.up(
+            profile, {"computeNodeCount": str(nodes)}, name, "local", None, err_console
+        )
         stage("nodes", started, f"1+{nodes} containers")
 
     started = time.monotonic()

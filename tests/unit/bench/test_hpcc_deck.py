@@ -12,7 +12,8 @@ from elastic.errors import PtcError
 
 
 @pytest.mark.parametrize(
-    ("ranks", "grid"), [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (6, (2, 3)), (7, (1, 7)), (12, (3, 4))]
+    ("ranks", "grid"),
+    [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (6, (2, 3)), (7, (1, 7)), (12, (3, 4))],
 )
 def test_process_grid_is_the_squarest_p_le_q(ranks: int, grid: tuple[int, int]) -> None:
     assert hpcc.Deck(ranks=ranks).grid() == grid
