@@ -36,5 +36,8 @@ def main() -> None:
     try:
         app()
     except PtcError as err:
-        Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False)
+        console = Console(stderr=True)
+        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        for note in getattr(err, "__notes__", []):
+            console.print(f"  {note}", highlight=False)
         sys.exit(err.exit_code)

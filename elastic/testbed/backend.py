@@ -9,6 +9,10 @@ from elastic.testbed.topology import Topology
 
 
 class Backend(Protocol):
+    def preflight(self) -> None:
+        """Check tools and credentials; raise PtcError before anything is created."""
+        ...
+
     def create(self, exp: Experiment, request: Topology) -> bytes:
         """Instantiate the request; return the manifest RSpec (CloudLab's form) as XML bytes.
 

@@ -126,6 +126,9 @@ class CloudLabBackend:
 
     # --- Backend --------------------------------------------------------------------------
 
+    def preflight(self) -> None:
+        self.context()  # loading the geni-lib context names what is missing
+
     def create(self, exp: Experiment, request: Topology) -> bytes:
         from geni.aggregate.exceptions import AMError
 

@@ -24,15 +24,19 @@ SITES = ("utah", "wisconsin", "clemson", "apt")
 
 
 def backend_for(exp: Experiment, console: Console | None = None) -> Backend:
-    if exp.testbed == "local":
+    return make_backend(exp.testbed, exp.site, console)
+
+
+def make_backend(testbed: str, site: str | None, console: Console | None = None) -> Backend:
+    if testbed == "local":
         from elastic.testbed.local.backend import LocalBackend
 
         return LocalBackend(console)
-    if exp.testbed == "cloudlab":
+    if testbed == "cloudlab":
         from elastic.testbed.cloudlab import CloudLabBackend
 
-        return CloudLabBackend(site=exp.site or "utah")
-    raise PtcError(f"experiment {exp.name!r}: unknown testbed {exp.testbed!r} in experiment.json")
+        return CloudLabBackend(site=site or "utah")
+    raise PtcError(f"unknown testbed {testbed!r} (known: local, cloudlab)")
 
 
 def up(
@@ -56,6 +60,8 @@ def up(
     if not profile.is_file():
         raise PtcError(f"profile {str(profile)!r} does not exist")
 
+    backend = make_backend(testbed, site, console)
+    backend.preflight()  # credentials and tools, before anything exists that needs undoing
     console.print(f"[bold]render[/] {profile} {' '.join(f'{k}={v}' for k, v in params.items())}")
     request_xml = render.render_profile(profile, params)
     request = rspec.parse_request(request_xml)
@@ -68,14 +74,12 @@ def up(
     exp.save()
     atomic.write_bytes(exp.request_path, request_xml)
     _keygen(exp)
-    backend = backend_for(exp, console)
     try:
         manifest_xml = backend.create(exp, request)
         atomic.write_bytes(exp.manifest_path, manifest_xml)
         write_inventory(exp)
-    except BaseException:
-        exp.state = "failed"
-        exp.save()
+    except BaseException as failure:
+        _discard(exp, backend, failure)
         raise
     exp.state = "ready"
     exp.save()
@@ -93,6 +97,18 @@ def down(name: str, console: Console | None = None) -> None:
     exp.save()
     backend_for(exp, console).delete(exp)
     shutil.rmtree(exp.dir)
+
+
+def _discard(exp: Experiment, backend: Backend, failure: BaseException) -> None:
+    """Release what a failed `up` created; keep the record only if something may be left."""
+    try:
+        backend.delete(exp)
+    except Exception as err:
+        exp.state = "failed"
+        exp.save()
+        failure.add_note(f"cleaning up also failed ({err}); retry with `ptc down {exp.name}`")
+        return
+    shutil.rmtree(exp.dir, ignore_errors=True)
 
 
 def _keygen(exp: Experiment) -> None:

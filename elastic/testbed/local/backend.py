@@ -11,7 +11,9 @@ What a node gets, mirroring a CloudLab node:
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import socket
 import time
 from dataclasses import replace
@@ -44,6 +46,14 @@ class LocalBackend:
         self.console = console or Console(stderr=True)
 
     # -- Backend protocol -------------------------------------------------------------------
+
+    def preflight(self) -> None:
+        missing = [t for t in ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh-keygen")
+                   if shutil.which(t) is None]  # fmt: skip
+        if missing:
+            raise PtcError(f"the local testbed needs {', '.join(missing)}: run `make setup`")
+        if os.geteuid() != 0:
+            raise PtcError("the local testbed needs root (network namespaces, privileged nodes)")
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
         ref = image.ensure(console=self.console)
