@@ -1,7 +1,79 @@
-"""`ptc deploy` / `ptc verify` (placeholder until the roles land)."""
+"""`ptc deploy` and `ptc verify`: configure an experiment's nodes and check the result."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
 
 import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from elastic.errors import PtcError
+from elastic.testbed import experiment as experiments
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def parse_extravars(values: list[str] | None) -> dict[str, Any]:
+    """-e k=v pairs; values are YAML so `-e ptc_hpgmg_enabled=true` is a boolean."""
+    out: dict[str, Any] = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise PtcError(f"-e {item!r} is not of the form NAME=VALUE")
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError as err:
+            raise PtcError(f"-e {item!r}: the value is not valid YAML ({err})") from err
+    return out
+
+
+def deploy(
+    experiment: Annotated[str, typer.Argument(help="experiment name")],
+    limit: Annotated[
+        str | None, typer.Option("--limit", "-l", help="hosts or groups, e.g. node-2,head")
+    ] = None,
+    playbook: Annotated[
+        str, typer.Option(help="playbook, relative to the repository")
+    ] = "site.yml",
+    extra: Annotated[
+        list[str] | None, typer.Option("--extra-vars", "-e", help="NAME=VALUE (repeatable)")
+    ] = None,
+) -> None:
+    """Run the playbook on an experiment's nodes (ansible-runner), with progress and a recap."""
+    from elastic.deploy import runner
+
+    exp = experiments.load(experiment)
+    result = runner.deploy(exp, playbook, limit, parse_extravars(extra), err_console)
+    table = Table(title=f"{exp.name}: {result.playbook}", show_header=True)
+    for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+        table.add_column(column, justify="left" if column == "host" else "right")
+    for host, c in result.hosts.items():
+        table.add_row(
+            host, str(c.ok), str(c.changed), str(c.failed), str(c.unreachable), str(c.skipped)
+        )
+    console.print(table)
+    err_console.print(f"[green]deployed[/] {result.describe()}; run: {result.run_dir}")
+
+
+def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -> None:
+    """Check every node with the testinfra suite (tests/infra); failures name node and check."""
+    from elastic.deploy import verify as verifier
+
+    exp = experiments.load(experiment)
+    result = verifier.verify(exp, err_console)
+    table = Table(title=f"{exp.name}: tests/infra", show_header=True)
+    for column in ("node", "check", "result"):
+        table.add_column(column)
+    for r in sorted(result.results, key=lambda r: (r.node, r.check)):
+        if r.outcome != "skipped":
+            table.add_row(r.node, r.check, r.outcome)
+    console.print(table)
+    err_console.print(f"[green]verified[/] {result.describe()}; run: {result.run_dir}")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command()(deploy)
+    app.command()(verify)

@@ -1,0 +1,1 @@
+"""Configuring an experiment's nodes: playbooks through ansible-runner, checks through testinfra."""

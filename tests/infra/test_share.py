@@ -1,0 +1,77 @@
+"""Shared storage: exported by the server, mounted (or bound) on clients, one tree everywhere."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from conftest import cluster_var, group, name_of, require_group, variables
+from testinfra.host import Host
+
+DEFAULT_SHARES = [{"name": "home", "path": "/home"}, {"name": "opt-ptc", "path": "/opt/ptc"}]
+
+
+def shares(host: Host) -> list[dict[str, str]]:
+    value = cluster_var(host, "ptc_shares", DEFAULT_SHARES)
+    return list(value) if isinstance(value, list) else DEFAULT_SHARES
+
+
+def cluster_user(host: Host) -> str:
+    return str(cluster_var(host, "common_cluster_user", "ptc"))
+
+
+def test_nfs_server_running(host: Host) -> None:
+    require_group(host, "nfs_server")
+    backend = variables(host).get("nfs_server_backend", "kernel")
+    service = "nfs-ganesha" if backend == "ganesha" else "nfs-server"
+    assert host.service(service).is_running, f"{name_of(host)}: {service} is not running"
+    assert (
+        host.socket("tcp://0.0.0.0:2049").is_listening or host.socket("tcp://:::2049").is_listening
+    ), f"{name_of(host)}: nothing listens on NFS port 2049"
+
+
+def test_share_mounted(host: Host) -> None:
+    require_group(host, "nfs_client")
+    method = variables(host).get("nfs_client_mount_method", "kernel")
+    for share in shares(host):
+        mount = host.mount_point(share["path"])
+        assert mount.exists, f"{name_of(host)}: {share['path']} is not mounted ({method})"
+        if method == "kernel":
+            assert mount.filesystem.startswith("nfs"), (
+                f"{name_of(host)}: {share['path']} is {mount.filesystem}, not NFS"
+            )
+        for option in ("nodev", "nosuid"):
+            assert option in mount.options, (
+                f"{name_of(host)}: {share['path']} is mounted without {option}"
+            )
+
+
+def test_export_served_over_nfs(host: Host) -> None:
+    """Where the kernel has no NFS client, read each export with libnfs instead of a mount."""
+    require_group(host, "nfs_client")
+    if variables(host).get("nfs_client_mount_method", "kernel") != "local_bind":
+        return
+    server = group(host, "nfs_server")[0]
+    for share in shares(host):
+        url = f"nfs://{server}{share['path']}/.ptc-export?version=4"
+        out = host.run(f"nfs-cat '{url}'")
+        assert out.rc == 0 and "ptc NFS export" in out.stdout, (
+            f"{name_of(host)}: {url} is not served over NFS (rc={out.rc}: {out.stderr.strip()})"
+        )
+
+
+def test_share_writable_and_shared(host: Host, other: Any) -> None:
+    """The cluster user writes to its home here; the NFS server sees the same file."""
+    require_group(host, "nfs_client", "nfs_server")
+    user = cluster_user(host)
+    me = name_of(host)
+    token = uuid.uuid4().hex
+    path = f"/home/{user}/.ptc-verify-{me}"
+    out = host.run(f"runuser -u {user} -- sh -c 'echo {token} > {path}'")
+    assert out.rc == 0, f"{me}: {user} cannot write {path}: {out.stderr.strip()}"
+    server = group(host, "nfs_server")[0]
+    seen = other(server).run(f"cat {path}")
+    host.run(f"runuser -u {user} -- rm -f {path}")
+    assert seen.stdout.strip() == token, (
+        f"{me}: a file {user} wrote to {path} is not visible on {server}"
+    )

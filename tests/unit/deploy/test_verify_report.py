@@ -1,0 +1,41 @@
+"""Turning testinfra's JUnit report into node/check lines for `ptc verify`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from elastic.deploy.verify import VerifyResult, failure_report, parse_junit
+from elastic.testbed.experiment import Experiment
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="3">
+<testcase classname="test_munge" name="test_munge_active[ansible://node-1]" time="0.1">
+  <failure message="AssertionError: node-1: munge is not running&#10;assert False">trace</failure>
+</testcase>
+<testcase classname="test_munge" name="test_munge_active[ansible://node-0]" time="0.1"/>
+<testcase classname="test_slurm" name="test_slurmdbd_active[ansible://node-0]" time="0.1">
+  <skipped message="node-0 is not in slurm_dbd"/>
+</testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_parse_junit_names_node_and_check(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    results = parse_junit(path)
+    assert [(r.node, r.check, r.outcome) for r in results] == [
+        ("node-1", "munge_active", "failed"),
+        ("node-0", "munge_active", "passed"),
+        ("node-0", "slurmdbd_active", "skipped"),
+    ]
+    assert results[0].message == "node-1: munge is not running"
+
+
+def test_failure_report_lists_each_failure(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    result = VerifyResult(tmp_path, 1.0, parse_junit(path))
+    report = failure_report(Experiment("x", "local", "p"), result, 1)
+    assert "node-1: munge_active: node-1: munge is not running" in report
+    assert "1 passed, 1 failed, 1 not applicable" in report
