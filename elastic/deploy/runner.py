@@ -65,6 +65,32 @@ class DeployResult:
         }
 
 
+def require_inventory(exp: Experiment) -> Path:
+    """The experiment's hosts.yml, once its nodes are up and the inventory is written."""
+    if exp.state != "ready":
+        raise PtcError(f"experiment {exp.name!r} is {exp.state}, not ready: `ptc status {exp.name}`")
+    inventory = exp.inventory_dir / "hosts.yml"
+    if not inventory.is_file():
+        raise PtcError(
+            f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
+        )
+    return inventory
+
+
+def new_run_dir(exp: Experiment, label: str) -> Path:
+    """EXPDIR/runs/<timestamp>-<label>, never one an earlier run already uses."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for attempt in range(1, 1000):
+        suffix = "" if attempt == 1 else f".{attempt}"
+        path = exp.dir / "runs" / f"{stamp}{suffix}-{label}"
+        try:
+            path.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return path
+    raise PtcError(f"cannot create a run directory under {exp.dir / 'runs'}")
+
+
 def resolve_playbook(playbook: str | Path) -> Path:
     path = Path(playbook)
     if not path.is_absolute() and not path.exists():
@@ -84,13 +110,8 @@ def deploy(
     """Run ``playbook`` on the experiment; raise PtcError naming host, task and message on failure."""
     console = console or Console(stderr=True)
     book = resolve_playbook(playbook)
-    inventory = exp.inventory_dir / "hosts.yml"
-    if not inventory.is_file():
-        raise PtcError(
-            f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
-        )
-    run_dir = exp.dir / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{book.stem}"
-    run_dir.mkdir(parents=True, exist_ok=False)
+    inventory = require_inventory(exp)
+    run_dir = new_run_dir(exp, book.stem)
 
     tracker = Tracker()
     started = time.monotonic()

@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 from rich.console import Console
 
 from elastic import paths
+from elastic.deploy.runner import new_run_dir, require_inventory
 from elastic.errors import PtcError
 from elastic.testbed.experiment import Experiment
 
@@ -70,13 +71,8 @@ def verify(
     exp: Experiment, console: Console | None = None, raise_on_failure: bool = True
 ) -> VerifyResult:
     console = console or Console(stderr=True)
-    inventory = exp.inventory_dir / "hosts.yml"
-    if not inventory.is_file():
-        raise PtcError(
-            f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
-        )
-    run_dir = exp.dir / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-verify"
-    run_dir.mkdir(parents=True, exist_ok=False)
+    require_inventory(exp)
+    run_dir = new_run_dir(exp, "verify")
     junit = run_dir / "junit.xml"
     env = os.environ | {
         # testinfra calls ansible-inventory; ansible.cfg in the repository sets the SSH options.

@@ -24,7 +24,9 @@ from testinfra.host import Host
 def pytest_configure(config: pytest.Config) -> None:
     # testinfra runs ansible-inventory: find the one installed next to this Python.
     if shutil.which("ansible-inventory") is None:
-        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        os.environ["PATH"] = (
+            f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        )
     # testinfra shares Ansible's SSH connections (ansible.cfg control_path) once this exists.
     (Path.home() / ".ansible" / "cp").mkdir(parents=True, exist_ok=True)
 

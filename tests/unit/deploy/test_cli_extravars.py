@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from elastic.cli.cluster import parse_extravars
+from elastic.deploy.runner import require_inventory, resolve_playbook
 from elastic.errors import PtcError
+from elastic.testbed.experiment import Experiment
 
 
 def test_values_are_yaml() -> None:
@@ -22,3 +24,13 @@ def test_values_are_yaml() -> None:
 def test_bad_pairs_name_the_argument(bad: str) -> None:
     with pytest.raises(PtcError, match="-e"):
         parse_extravars([bad])
+
+
+def test_deploy_refuses_experiment_that_is_not_ready() -> None:
+    with pytest.raises(PtcError, match="is creating, not ready"):
+        require_inventory(Experiment("x", "local", "p", state="creating"))
+
+
+def test_unknown_playbook_is_named() -> None:
+    with pytest.raises(PtcError, match=r"playbook 'nope\.yml' not found"):
+        resolve_playbook("nope.yml")

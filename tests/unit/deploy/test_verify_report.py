@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from elastic.deploy.runner import new_run_dir
 from elastic.deploy.verify import VerifyResult, failure_report, parse_junit
 from elastic.testbed.experiment import Experiment
 
@@ -39,3 +42,10 @@ def test_failure_report_lists_each_failure(tmp_path: Path) -> None:
     report = failure_report(Experiment("x", "local", "p"), result, 1)
     assert "node-1: munge_active: node-1: munge is not running" in report
     assert "1 passed, 1 failed, 1 not applicable" in report
+
+
+def test_run_directories_never_collide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTC_HOME", str(tmp_path))
+    exp = Experiment("x", "local", "p")
+    first, second = new_run_dir(exp, "site"), new_run_dir(exp, "site")
+    assert first != second and first.is_dir() and second.is_dir()
