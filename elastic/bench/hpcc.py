@@ -71,9 +71,11 @@ class Deck:
                 "1            Equilibration (0=no,1=yes)",
                 "8            memory alignment in double (> 0)",
                 "##### This line (no. 32) is ignored (it serves as a separator). ######",
+                # Each count line is followed by its values line, even when the count is 0.
                 "0                               Number of additional problem sizes for PTRANS",
-                "1                               number of additional blocking sizes for PTRANS",
-                f"{self.nb}                              values of blocking sizes",
+                f"{self.n}                            values of N",
+                "0                               number of additional blocking sizes for PTRANS",
+                f"{self.nb}                              values of NB",
                 "",
             ]
         )
@@ -97,6 +99,11 @@ def parse_summary(text: str, source: str = "hpccoutf.txt") -> dict[str, float]:
     missing = [k for k in HEADLINE if k not in values]
     if missing:
         raise PtcError(f"{source}: summary section lacks {', '.join(missing)}")
+    # A section that could not run reports -1 for its size; its figures would read as zeros.
+    sizes = ("HPL_N", "PTRANS_n", "MPIRandomAccess_N", "MPIFFT_N")
+    failed = [key.rsplit("_", 1)[0] for key in sizes if values.get(key, 0) < 0]
+    if failed:
+        raise PtcError(f"{source}: HPCC sections did not run: {', '.join(failed)}")
     if values.get("Failure", 0) or not values.get("Success", 1):
         raise PtcError(
             f"{source}: HPCC reported a failed verification (Success={values.get('Success')})"

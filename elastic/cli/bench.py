@@ -68,13 +68,14 @@ def show(path: Annotated[Path, typer.Argument(help="dataset (Parquet)")]) -> Non
 
 
 def print_rows(rows: list[dict[str, object]]) -> None:
-    table = Table("run", "nodes x tasks", "N", "state", "elapsed s", *hpcc.HEADLINE)
-    for row in rows:
-        figures = [_fmt(row.get(k)) for k in hpcc.HEADLINE]
-        table.add_row(
-            str(row["run_id"]), f"{row['nodes']}x{row['tasks_per_node']}", str(row["n"]),
-            str(row["state"]), _fmt(row["elapsed_s"]), *figures,
-        )  # fmt: skip
+    """One column per run: HPCC has more figures than a terminal has columns."""
+    table = Table("", *(str(row["run_id"]) for row in rows))
+    table.add_row("nodes x tasks", *(f"{r['nodes']}x{r['tasks_per_node']}" for r in rows))
+    table.add_row("HPL N", *(str(r["n"]) for r in rows))
+    table.add_row("state", *(str(r["state"]) for r in rows))
+    table.add_row("elapsed, s", *(_fmt(r["elapsed_s"]) for r in rows))
+    for key, unit in hpcc.HEADLINE.items():
+        table.add_row(f"{key} ({unit})", *(_fmt(row.get(key)) for row in rows))
     console.print(table)
     for row in rows:
         if row.get("error"):

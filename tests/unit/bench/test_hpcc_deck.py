@@ -46,3 +46,16 @@ def test_dataset_append_keeps_earlier_rows(tmp_path: Path) -> None:
     assert list(frame["run_id"]) == ["a", "b"]
     assert list(frame["HPL_Tflops"]) == [1.0, 2.0]
     assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_ptrans_count_lines_are_each_followed_by_values() -> None:
+    lines = hpcc.Deck(ranks=2, n=2000, nb=80).render().splitlines()
+    sep = next(i for i, line in enumerate(lines) if line.startswith("#####"))
+    assert [line.split()[0] for line in lines[sep + 1 : sep + 5]] == ["0", "2000", "0", "80"]
+
+
+def test_a_section_that_did_not_run_is_an_error_not_a_zero() -> None:
+    figures = "\n".join(f"{k}=1.0" for k in hpcc.HEADLINE)
+    text = f"Begin of Summary section.\n{figures}\nPTRANS_n=-1\nEnd of Summary section.\n"
+    with pytest.raises(PtcError, match="did not run: PTRANS"):
+        hpcc.parse_summary(text)
