@@ -60,6 +60,20 @@ def test_export_served_over_nfs(host: Host) -> None:
         )
 
 
+def test_export_squashes_root(host: Host) -> None:
+    """root on a client must not write to the export: it is mapped to nobody (root_squash)."""
+    require_group(host, "nfs_client")
+    if variables(host).get("nfs_client_mount_method", "kernel") != "local_bind":
+        return  # kernel clients: the mount itself enforces it; no libnfs there
+    server = group(host, "nfs_server")[0]
+    me = name_of(host)
+    target = f"/home/.ptc-root-squash-{me}"
+    out = host.run(f"nfs-cp /etc/hostname 'nfs://{server}{target}?version=4'")
+    written = host.file(target).exists
+    host.run(f"rm -f {target}")
+    assert out.rc != 0 and not written, f"{me}: root wrote {target} over NFS: root is not squashed"
+
+
 def test_share_writable_and_shared(host: Host, other: Any) -> None:
     """The cluster user writes to its home here; the NFS server sees the same file."""
     require_group(host, "nfs_client", "nfs_server")

@@ -138,6 +138,17 @@ def test_mpi_through_srun_and_mpirun(deployed: Path) -> None:
     assert "ring ok" in mpirun and "on node-1" in mpirun, mpirun
 
 
+def test_exports_refuse_other_networks(deployed: Path) -> None:
+    """The head's control-network address is outside the allow-list (the cluster LAN)."""
+    control = ssh(deployed, "head", "ip -4 -o addr show eth0").stdout.split()[3].split("/")[0]
+    inside = ssh(deployed, "node-0", "nfs-cat 'nfs://head/home/.ptc-export?version=4'")
+    outside = ssh(
+        deployed, "node-0", f"nfs-cat 'nfs://{control}/home/.ptc-export?version=4'", check=False
+    )
+    assert "ptc NFS export /home" in inside.stdout
+    assert outside.returncode != 0, f"the export is served to the control network ({control})"
+
+
 def test_second_deploy_changes_nothing(deployed: Path, ptc: Runner) -> None:
     proc, _ = timed(ptc, "deploy", NAME)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -196,6 +207,16 @@ def test_hpgmg_fails_clearly_without_its_source(
     proc = ptc("deploy", NAME, "--playbook", book, "-e", f"hpgmg_source_archive={archive}")
     assert proc.returncode != 0
     assert "has no hpgmgconf.py" in " ".join(proc.stderr.split())
+
+
+def test_petsc_source_build_fails_clearly_without_its_release(deployed: Path, ptc: Runner) -> None:
+    proc = ptc(
+        "deploy", NAME, "--playbook", "tests/integration/playbooks/petsc.yml",
+        "-e", "petsc_install_method=source",
+    )  # fmt: skip
+    text = " ".join(proc.stderr.split())
+    assert proc.returncode != 0
+    assert "petsc: cannot fetch PETSc" in text and "petsc_source_archive" in text
 
 
 @pytest.fixture(scope="module")
