@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -26,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from elastic.deploy import runner  # noqa: E402
+from elastic.deploy.staging import drop_host  # noqa: E402
 from elastic.testbed import experiment as experiments  # noqa: E402
 from elastic.testbed import lifecycle  # noqa: E402
 
@@ -39,14 +39,6 @@ class Row:
     seconds: float
     changed: int
     hosts: int
-
-
-def drop_from_inventory(inventory: Path, node: str) -> None:
-    data = yaml.safe_load(inventory.read_text())
-    data["all"]["hosts"].pop(node)
-    for group in data["all"]["children"].values():
-        (group.get("hosts") or {}).pop(node, None)
-    inventory.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 def timed_deploy(exp: experiments.Experiment, label: str, rows: list[Row], console: Console,
@@ -65,7 +57,7 @@ def measure(size: int, add_node: bool, prefix: str, rows: list[Row], console: Co
     try:
         late = f"node-{size}"
         if add_node:
-            drop_from_inventory(exp.inventory_dir / "hosts.yml", late)
+            drop_host(exp.inventory_dir / "hosts.yml", late)
         timed_deploy(exp, f"1+{size}:first run", rows, console)
         timed_deploy(exp, f"1+{size}:second run", rows, console)
         if add_node:

@@ -61,8 +61,8 @@ def demo(
     stage("deploy", started, result.describe())
 
     started = time.monotonic()
-    verify.verify(exp)
-    stage("verify", started, "testinfra passed")
+    checks = verify.verify(exp, console=err_console)
+    stage("verify", started, f"testinfra: {checks.describe()}")
 
     started = time.monotonic()
     plan = campaigns.Campaign(nodes=(nodes,), tasks_per_node=(1,), sizes=(2000,))

@@ -53,12 +53,15 @@ class Failure:
     action: str
     message: str
     unreachable: bool = False
+    service: str | None = None  # the service module's "name" argument, when Ansible reports it
 
     @property
     def unit(self) -> str | None:
         """The systemd unit the failed task was starting or waiting for, if it names one."""
         if self.unreachable:
             return None
+        if self.service:
+            return self.service.removesuffix(".service")
         found = _UNIT_IN_TEXT.search(self.message)
         if found:
             return found.group(1)
@@ -107,14 +110,18 @@ class Tracker:
         if kind == "runner_on_ok" and res.get("changed"):
             counts.changed += 1
         if kind in ("runner_on_failed", "runner_on_unreachable"):
+            action = str(data.get("resolved_action") or data.get("task_action") or "")
+            args = (res.get("invocation") or {}).get("module_args") or {}
+            service = args.get("name") if action.rsplit(".", 1)[-1] in _SERVICE_ACTIONS else None
             self.failures.append(
                 Failure(
                     host=host,
                     play=str(data.get("play", "")),
                     task=str(data.get("task", "")),
-                    action=str(data.get("resolved_action") or data.get("task_action") or ""),
+                    action=action,
                     message=failure_message(res),
                     unreachable=kind == "runner_on_unreachable",
+                    service=str(service) if service else None,
                 )
             )
 

@@ -7,7 +7,7 @@ node) still renders slurm.conf with the facts of every node.
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import sys
 import time
@@ -68,7 +68,9 @@ class DeployResult:
 def require_inventory(exp: Experiment) -> Path:
     """The experiment's hosts.yml, once its nodes are up and the inventory is written."""
     if exp.state != "ready":
-        raise PtcError(f"experiment {exp.name!r} is {exp.state}, not ready: `ptc status {exp.name}`")
+        raise PtcError(
+            f"experiment {exp.name!r} is {exp.state}, not ready: `ptc status {exp.name}`"
+        )
     inventory = exp.inventory_dir / "hosts.yml"
     if not inventory.is_file():
         raise PtcError(
@@ -158,12 +160,11 @@ def deploy(
 
 
 def _environment() -> dict[str, str]:
-    venv_bin = str(Path(sys.executable).parent)
     return {
         "ANSIBLE_CONFIG": str(paths.REPO_ROOT / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(paths.REPO_ROOT / "roles"),
-        # Modules and lookups may call ansible-* helpers: use this environment's.
-        "PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        # ansible-runner starts the ansible-playbook it finds first on PATH: this Python's.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ANSIBLE_NOCOLOR": "1",
     }
 
@@ -215,8 +216,3 @@ def journal(exp: Experiment, host: str, unit: str, lines: int = JOURNAL_LINES) -
         return "(journalctl over ssh timed out)"
     text = proc.stdout.strip() or proc.stderr.strip()
     return text or "(journal is empty)"
-
-
-def load_summary(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
-    return data

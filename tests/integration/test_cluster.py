@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 from remote import ssh
+
+from elastic.deploy.staging import drop_host
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,15 +32,6 @@ LATE_NODE = "node-2"
 HPCC = "/opt/ptc/bench/hpcc/hpcc.sbatch"
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def drop_from_inventory(expdir: Path, node: str) -> None:
-    path = expdir / "inventory" / "hosts.yml"
-    inventory = yaml.safe_load(path.read_text())
-    inventory["all"]["hosts"].pop(node)
-    for group in inventory["all"]["children"].values():
-        (group.get("hosts") or {}).pop(node, None)
-    path.write_text(yaml.safe_dump(inventory, sort_keys=False))
 
 
 def last_summary(expdir: Path, playbook: str = "site") -> dict[str, object]:
@@ -68,7 +60,7 @@ def timed(ptc: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], fl
 @pytest.fixture(scope="module")
 def cluster(experiment_factory: Callable[..., Path]) -> Path:
     expdir = experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=3")
-    drop_from_inventory(expdir, LATE_NODE)
+    drop_host(expdir / "inventory" / "hosts.yml", LATE_NODE)
     return expdir
 
 
@@ -254,7 +246,7 @@ def test_remove_compute_node_leaves_others_running(
     deployed: Path, ptc: Runner, long_job: str
 ) -> None:
     before = {n: slurmd_identity(deployed, n) for n in ("node-0", "node-1")}
-    drop_from_inventory(deployed, LATE_NODE)
+    drop_host(deployed / "inventory" / "hosts.yml", LATE_NODE)
     proc, _ = timed(ptc, "deploy", NAME, "--limit", "head")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert {n: slurmd_identity(deployed, n) for n in before} == before, "slurmd restarted"

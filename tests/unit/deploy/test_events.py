@@ -91,6 +91,20 @@ def test_unit_from_wait_task_name() -> None:
     assert other.unit is None
 
 
+def test_unit_from_service_module_arguments() -> None:
+    tracker = Tracker()
+    tracker.feed(
+        ev(
+            "runner_on_failed",
+            host="node-0",
+            task="munge : Run munged",
+            resolved_action="ansible.builtin.service",
+            res={"msg": "start failed", "invocation": {"module_args": {"name": "munge"}}},
+        )
+    )
+    assert tracker.failures[0].unit == "munge"
+
+
 def test_failure_message_prefers_msg_then_output_and_loops() -> None:
     assert failure_message({"msg": "m", "stderr": "e"}) == "m\ne"
     assert failure_message({"stdout": "only out"}) == "only out"
