@@ -87,11 +87,11 @@ def _inventory(
     compute = compute_groups(manifest)
     for node in hosts:
         if node.client_id == HEAD:
-            add("head", node.client_id)
+            add("ptc_head", node.client_id)  # a group named like its host makes Ansible warn
             for group in HEAD_GROUPS:
                 add(group, node.client_id)
         elif is_compute(node):
-            add("compute", node.client_id)
+            add("ptc_compute", node.client_id)
             for group in compute:
                 add(group, node.client_id)
 

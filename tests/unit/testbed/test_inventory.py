@@ -35,9 +35,9 @@ def members(inv: dict[str, Any], group: str) -> list[str]:
 
 def test_groups_from_recorded_manifest(tmp_path: Path) -> None:
     _, inv = build(tmp_path, recorded())
-    for group in ("slurm_controller", "slurm_dbd", "nfs_server", "config_server", "head"):
+    for group in ("slurm_controller", "slurm_dbd", "nfs_server", "config_server", "ptc_head"):
         assert members(inv, group) == ["head"]
-    for group in ("slurm_compute", "nfs_client", "compute"):
+    for group in ("slurm_compute", "nfs_client", "ptc_compute"):
         assert members(inv, group) == ["node-0", "node-1"]
 
 
