@@ -53,7 +53,9 @@ def test_failed_up_is_cleaned_up_and_forgotten(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_failed_cleanup_keeps_the_record_for_ptc_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lifecycle, "make_backend", lambda *a, **k: FailingBackend(delete_fails=True))
+    monkeypatch.setattr(
+        lifecycle, "make_backend", lambda *a, **k: FailingBackend(delete_fails=True)
+    )
     with pytest.raises(PtcError) as info:
         lifecycle.up(PROFILE, {}, "stuck")
     assert "ptc down stuck" in "".join(getattr(info.value, "__notes__", []))
