@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli.profile import ParamOpt, parse_params
 from elastic.errors import PtcError
 from elastic.testbed import experiment as experiments
 from elastic.testbed import lifecycle, rspec
@@ -19,20 +20,10 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def parse_params(values: list[str] | None) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise PtcError(f"--param {item!r} is not of the form NAME=VALUE")
-        params[key] = value
-    return params
-
-
 def up(
     profile: Annotated[Path, typer.Argument(help="geni-lib profile script")],
     name: Annotated[str, typer.Option("--name", "-n", help="experiment name")] = "ptc",
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="NAME=VALUE")] = None,
+    param: ParamOpt = None,
     local: Annotated[
         bool, typer.Option("--local", help="the local container testbed (default)")
     ] = False,
