@@ -45,7 +45,7 @@ image: venv
 demo: setup
 	$(PTC) demo --name $(DEMO_NAME) --nodes $(DEMO_NODES)
 
-test: setup
+test: setup lint
 	# pytest exits 5 when it collects nothing; that is not a CI failure.
 	$(PY) -m pytest -p no:cacheprovider tests/unit tests/integration; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc

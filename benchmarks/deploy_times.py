@@ -4,8 +4,8 @@
 
 For each size N it brings up 1 head + N compute nodes, runs site.yml twice (a fresh cluster,
 then a run that must change nothing) and takes the experiment down. For --add-node-size it
-starts one more compute node than N, keeps it out of the inventory for the two runs, then puts
-it back and times `ptc deploy --limit node-N,head`, as when a node joins a running cluster.
+then grows the running experiment by one node with `ptc modify` (a new container on the LAN)
+and times that and `ptc deploy --limit node-N,head`, as when a node joins a running cluster.
 Prints the figures; never asserts.
 """
 
@@ -25,7 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from elastic.deploy import runner  # noqa: E402
-from elastic.deploy.staging import drop_host  # noqa: E402
 from elastic.testbed import experiment as experiments  # noqa: E402
 from elastic.testbed import lifecycle  # noqa: E402
 
@@ -52,16 +51,17 @@ def timed_deploy(exp: experiments.Experiment, label: str, rows: list[Row], conso
 
 def measure(size: int, add_node: bool, prefix: str, rows: list[Row], console: Console) -> None:
     name = f"{prefix}-{size}"
-    count = size + 1 if add_node else size
-    exp = lifecycle.up(PROFILE, {"computeNodeCount": str(count)}, name, "local", None, console)
+    exp = lifecycle.up(PROFILE, {"computeNodeCount": str(size)}, name, "local", None, console)
     try:
-        late = f"node-{size}"
-        if add_node:
-            drop_host(exp.inventory_dir / "hosts.yml", late)
         timed_deploy(exp, f"1+{size}:first run", rows, console)
         timed_deploy(exp, f"1+{size}:second run", rows, console)
         if add_node:
-            lifecycle.write_inventory(exp)
+            late = f"node-{size}"
+            started = time.monotonic()
+            exp, _ = lifecycle.modify(name, {"computeNodeCount": str(size + 1)}, console)
+            seconds = time.monotonic() - started
+            rows.append(Row(f"1+{size}", f"ptc modify: start {late}", seconds, 0, 1))
+            console.print(f"[bold]ptc modify[/]: {seconds:.1f}s")
             timed_deploy(exp, f"1+{size}:add {late} (--limit {late},head)", rows, console,
                          limit=f"{late},head")  # fmt: skip
     finally:

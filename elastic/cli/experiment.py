@@ -44,6 +44,31 @@ def up(
     _print_nodes(exp)
 
 
+def modify(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    param: ParamOpt = None,
+) -> None:
+    """Change a running experiment's profile parameters; nodes are added or removed to match.
+
+    Ansible is not run: bring added nodes into the cluster with
+    `ptc deploy NAME --limit NEW_NODES,head`, and drop removed ones with `--limit head`."""
+    params = parse_params(param)
+    if not params:
+        raise PtcError("give the parameters to change, e.g. --param computeNodeCount=3")
+    started = time.monotonic()
+    exp, change = lifecycle.modify(name, params, err_console)
+    err_console.print(
+        f"[green]experiment {exp.name} modified[/] ({change.describe()}) "
+        f"in {time.monotonic() - started:.1f}s"
+    )
+    if change.added:
+        hosts = ",".join(n.client_id for n in change.added)
+        err_console.print(f"next: ptc deploy {exp.name} --limit {hosts},head")
+    elif change.removed:
+        err_console.print(f"next: ptc deploy {exp.name} --limit head")
+    _print_nodes(exp)
+
+
 def down(
     name: Annotated[str | None, typer.Argument(help="experiment name")] = None,
     all_: Annotated[bool, typer.Option("--all", help="every experiment")] = False,
@@ -124,6 +149,7 @@ def _print_nodes(exp: experiments.Experiment) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command()(up)
+    app.command()(modify)
     app.command()(down)
     app.command()(status)
     app.command("list")(list_)

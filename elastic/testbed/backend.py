@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 from elastic.testbed.topology import Topology
 
@@ -17,6 +18,13 @@ class Backend(Protocol):
         """Instantiate the request; return the manifest RSpec (CloudLab's form) as XML bytes.
 
         Must leave nothing behind when it raises (clean up partial resources)."""
+        ...
+
+    def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
+        """Add and remove the nodes of ``change``; return the new manifest RSpec.
+
+        ``exp`` carries the new parameters. Must leave the experiment as it was when it raises
+        before any running node was touched."""
         ...
 
     def delete(self, exp: Experiment) -> None:

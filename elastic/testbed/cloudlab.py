@@ -26,6 +26,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from elastic.errors import PtcError
 from elastic.testbed import genilib_compat, rspec
+from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 from elastic.testbed.topology import Topology
 
@@ -160,6 +161,16 @@ class CloudLabBackend:
             if _search_failed(err):
                 return  # already gone: deleting twice is fine
             raise self._am_error(f"deleting sliver {sname!r}", err) from err
+
+    def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
+        # The aggregate calls ptc makes through geni-lib (createsliver, sliverstatus,
+        # deletesliver) cannot change a sliver in place; the portal's Modify can. Say so
+        # rather than tear down nodes users have deployed on.
+        raise PtcError(
+            f"experiment {exp.name!r} is on CloudLab: ptc cannot {change.describe()} there "
+            "through the aggregate API; use the portal's Modify on the experiment page, then "
+            f"save its manifest over {exp.manifest_path} and run `ptc inventory {exp.name}`"
+        )
 
     def status(self, exp: Experiment) -> dict[str, str]:
         from geni.aggregate.exceptions import AMError

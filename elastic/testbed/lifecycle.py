@@ -9,15 +9,18 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
 from elastic import atomic
 from elastic.errors import PtcError
+from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
 from elastic.testbed import inventory, render, rspec
 from elastic.testbed.backend import Backend
+from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 
 SITES = ("utah", "wisconsin", "clemson", "apt")
@@ -84,6 +87,46 @@ def up(
     exp.state = "ready"
     exp.save()
     return exp
+
+
+def modify(
+    name: str, params: Mapping[str, str], console: Console | None = None
+) -> tuple[Experiment, Change]:
+    """Re-render the experiment's profile with ``params`` over its own; add and remove nodes.
+
+    On failure the experiment keeps its manifest, inventory and parameters, and stays usable."""
+    console = console or Console(stderr=True)
+    exp = experiments.load(name)
+    if exp.state != "ready":
+        raise PtcError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
+    target = replace(exp, params=exp.params | dict(params))
+    profile = Path(exp.profile)
+    if not profile.is_file():
+        raise PtcError(f"experiment {name!r}: its profile {exp.profile!r} no longer exists")
+    console.print(
+        f"[bold]render[/] {profile} {' '.join(f'{k}={v}' for k, v in target.params.items())}"
+    )
+    request_xml = render.render_profile(profile, target.params)
+    request = rspec.parse_request(request_xml)
+    rspec.validate(request)
+    change = changes.plan(rspec.parse_manifest(exp.manifest()), request)
+    console.print(f"[bold]modify[/] {name}: {change.describe()}")
+
+    backend = backend_for(exp, console)
+    backend.preflight()
+    exp.state = "modifying"  # if ptc dies here, `ptc status` says so; `ptc down` still works
+    exp.save()
+    try:
+        manifest_xml = backend.modify(target, request, change)
+    except BaseException:
+        exp.state = "ready"
+        exp.save()
+        raise
+    atomic.write_bytes(exp.request_path, request_xml)
+    atomic.write_bytes(exp.manifest_path, manifest_xml)
+    target.save()
+    write_inventory(target)
+    return target, change
 
 
 def write_inventory(exp: Experiment) -> Path:

@@ -1,4 +1,4 @@
-"""Running commands on testbed nodes over SSH, exactly as a user would with the inventory's config."""
+"""Looking at testbed nodes as a user would: SSH with the inventory's config, and podman."""
 
 from __future__ import annotations
 
@@ -20,3 +20,13 @@ def ssh(
             f"{node}: `{command}` failed ({proc.returncode}): {proc.stderr}"
         )
     return proc
+
+
+def containers(experiment: str) -> list[str]:
+    """Names of the podman containers labelled as the experiment's, sorted."""
+    out = subprocess.run(
+        ["podman", "ps", "-a", "--filter", f"label=io.ptc.experiment={experiment}",
+         "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return sorted(out.split())

@@ -1,10 +1,8 @@
 """Acceptance for the cluster roles on the local testbed (issue: `ptc deploy`, `ptc verify`).
 
-One experiment for the whole module, to keep CI time down: three compute nodes are started but
-node-2 is left out of the inventory until the add-node test, which brings it in the way a new
-node arrives (inventory first, then `ptc deploy --limit node-2,head`); the remove test takes it
-out again. The testbed has no command to add a container to a running experiment, so starting
-node-2 up front is the one concession; Ansible and Slurm see an ordinary node addition.
+One experiment for the whole module, to keep CI time down: 1+2 nodes are deployed and checked;
+then `ptc modify` grows the experiment by a real new node (a new container wired into the LAN),
+which `ptc deploy --limit node-2,head` brings into the running cluster, and shrinks it again.
 """
 
 from __future__ import annotations
@@ -20,9 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from remote import ssh
-
-from elastic.deploy.staging import drop_host
+from remote import containers, ssh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -59,9 +55,7 @@ def timed(ptc: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], fl
 
 @pytest.fixture(scope="module")
 def cluster(experiment_factory: Callable[..., Path]) -> Path:
-    expdir = experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=3")
-    drop_host(expdir / "inventory" / "hosts.yml", LATE_NODE)
-    return expdir
+    return experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=2")
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +219,14 @@ def long_job(deployed: Path) -> str:
 
 def test_add_compute_node_leaves_others_running(deployed: Path, ptc: Runner, long_job: str) -> None:
     before = {n: slurmd_identity(deployed, n) for n in ("node-0", "node-1")}
-    assert ptc("inventory", NAME).returncode == 0  # node-2 is back in the inventory
+    proc, _ = timed(ptc, "modify", NAME, "--param", "computeNodeCount=3")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"--limit {LATE_NODE},head" in proc.stderr  # the next step, spelled out
+    # The testbed told the running nodes about the new one, as CloudLab updates its manifest.
+    assert f'client_id="{LATE_NODE}"' in ssh(deployed, "node-0", "geni-get manifest").stdout
+    assert "(10.10.1.4)" in ssh(deployed, "node-0", f"ping -c1 -W2 {LATE_NODE}").stdout
+    assert ssh(deployed, LATE_NODE, "cat /etc/ptc/role").stdout.strip() == "compute"
+
     proc, _ = timed(ptc, "deploy", NAME, "--limit", f"{LATE_NODE},head")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert {n: slurmd_identity(deployed, n) for n in before} == before, "slurmd restarted"
@@ -246,7 +247,18 @@ def test_remove_compute_node_leaves_others_running(
     deployed: Path, ptc: Runner, long_job: str
 ) -> None:
     before = {n: slurmd_identity(deployed, n) for n in ("node-0", "node-1")}
-    drop_host(deployed / "inventory" / "hosts.yml", LATE_NODE)
+    # Drain first, as an operator would, so Slurm stops placing work on the node.
+    ssh(deployed, "head", f"scontrol update nodename={LATE_NODE} state=drain reason=removing")
+    proc, _ = timed(ptc, "modify", NAME, "--param", "computeNodeCount=2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert containers(NAME) == sorted(f"ptc-{NAME}-{n}" for n in ("head", "node-0", "node-1"))
+    assert LATE_NODE not in (deployed / "inventory" / "hosts.yml").read_text()
+    ports = subprocess.run(
+        ["ip", "-n", f"ptc-{NAME}", "-o", "link", "show", "master", "lan0"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert len(ports.splitlines()) == 3, f"the removed node's LAN port is still there: {ports}"
+
     proc, _ = timed(ptc, "deploy", NAME, "--limit", "head")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert {n: slurmd_identity(deployed, n) for n in before} == before, "slurmd restarted"
@@ -254,3 +266,14 @@ def test_remove_compute_node_leaves_others_running(
     nodes = ssh(deployed, "head", "sinfo -h -N -o %N").stdout.split()
     assert sorted(set(nodes)) == ["node-0", "node-1"], nodes
     ssh(deployed, "head", f"scancel {long_job}")
+
+
+def test_modify_refuses_what_a_running_experiment_cannot_do(deployed: Path, ptc: Runner) -> None:
+    manifest = (deployed / "manifest.xml").read_bytes()
+    proc = ptc("modify", NAME, "--param", "lanBandwidth=100000")
+    assert proc.returncode == 2
+    assert "link 'lan' would change bandwidth" in " ".join(proc.stderr.split())
+    proc = ptc("modify", NAME, "--param", "computeNodeCount=0")
+    assert proc.returncode == 2 and "computeNodeCount" in proc.stderr
+    assert (deployed / "manifest.xml").read_bytes() == manifest
+    assert ptc("status", NAME).stdout.count("running") == 3

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from lxml import etree
-from remote import ssh
+from remote import containers, ssh
 
 from elastic.testbed import rspec
 
@@ -116,24 +116,6 @@ def _netns_names() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def _containers(label: str) -> list[str]:
-    out = subprocess.run(
-        [
-            "podman",
-            "ps",
-            "-a",
-            "--filter",
-            f"label=io.ptc.experiment={label}",
-            "--format",
-            "{{.Names}}",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split()
-
-
 def test_two_lans_are_two_isolated_networks(experiment_factory) -> None:  # type: ignore[no-untyped-def]
     expdir = experiment_factory("twolan", "profiles/tests/two_lans.py")
     bridges = subprocess.run(
@@ -162,10 +144,10 @@ def test_two_lans_are_two_isolated_networks(experiment_factory) -> None:  # type
 
 def test_down_leaves_nothing_behind(experiment_factory, ptc) -> None:  # type: ignore[no-untyped-def]
     expdir = experiment_factory("gone", "profiles/tests/single_node.py")
-    assert _containers("gone") and "ptc-gone" in _netns_names()
+    assert containers("gone") and "ptc-gone" in _netns_names()
     proc = ptc("down", "gone")
     assert proc.returncode == 0, proc.stderr
-    assert _containers("gone") == []
+    assert containers("gone") == []
     assert "ptc-gone" not in _netns_names()
     assert not expdir.exists()
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
@@ -192,7 +174,7 @@ def test_bad_parameter_names_it_and_creates_nothing(ptc, ptc_home: Path) -> None
     assert proc.returncode == 2
     assert "computeNodeCount" in proc.stderr
     assert not (ptc_home / "experiments" / "badparam").exists()
-    assert _containers("badparam") == []
+    assert containers("badparam") == []
 
 
 def test_broken_profile_is_a_clear_error(ptc, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -20,13 +20,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from elastic import atomic, paths
 from elastic.errors import PtcError
 from elastic.testbed import rspec
+from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.local import image, network, podman
+from elastic.testbed.local import etc_hosts, image, network, podman
 from elastic.testbed.topology import Login, Node, Topology
 
 NODE_LABEL = "io.ptc.node"
@@ -82,54 +90,166 @@ class LocalBackend:
             states[node] = "missing" if info is None else str(info["State"]["Status"])
         return states
 
+    def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
+        """Start the added nodes and wire them in, then release the removed ones.
+
+        The added nodes must come up completely (SSH, Execute services) before anything on the
+        running nodes is touched; if they do not, they are removed again and the experiment is
+        as it was."""
+        current = rspec.parse_manifest(exp.manifest())
+        # Bridges are named by the manifest's link order; keep it.
+        links = {lk.client_id: lk for lk in request.links}
+        request = replace(request, links=[links[lk.client_id] for lk in current.links])
+        wires = network.plan(request)
+        pids: dict[str, tuple[int, int]] = {}
+        if change.added:
+            pids = self._add_nodes(exp, request, change.added, wires)
+        running = {n.client_id: n for n in current.nodes}
+        manifest = replace(request, nodes=[
+            running[n.client_id] if n.client_id in running
+            else self._manifest_node(exp, n, pids[n.client_id][1])
+            for n in request.nodes
+        ])  # fmt: skip
+        xml = rspec.write_manifest(manifest)
+        added = [n for n in manifest.nodes if n.client_id in pids]
+        try:
+            if added:
+                self._ready_added(exp, manifest, added, wires, xml)
+        except BaseException:
+            self._remove_nodes(exp, set(pids))
+            raise
+
+        # The new nodes are good: now tell the running ones, and release the removed ones.
+        self._remove_nodes(exp, {n.client_id for n in change.removed})
+        hosts = etc_hosts.block(manifest, wires)
+        for node in manifest.nodes:
+            if node.client_id in pids:
+                continue
+            name = container_name(exp.name, node.client_id)
+            current_hosts = podman.exec_(name, "cat", "/etc/hosts").stdout
+            _write_in(name, "/etc/hosts", etc_hosts.replace_block(current_hosts, hosts), mode="644")
+            geni = self._geni_dir(exp, node.client_id)
+            atomic.write_json(geni / "params.json", request.parameters | exp.params)
+            atomic.write_bytes(geni / "manifest.xml", xml)
+        return xml
+
+    def _add_nodes(
+        self, exp: Experiment, request: Topology, nodes: list[Node], wires: list[network.Wire]
+    ) -> dict[str, tuple[int, int]]:
+        """Start and wire the added nodes; on failure, remove whatever of them started."""
+        ref = image.ensure(console=self.console)
+        names = {n.client_id for n in nodes}
+        try:
+            with self._progress() as progress:
+                task = progress.add_task("adding nodes", total=len(nodes))
+                pids = self._start_nodes(exp, nodes, ref, request, progress, task)
+            new_wires = [w for w in wires if w.node in names]
+            self._wire(exp, request, new_wires, {n: pid for n, (pid, _) in pids.items()})
+        except BaseException:
+            self._remove_nodes(exp, names)
+            raise
+        return pids
+
+    def _ready_added(
+        self,
+        exp: Experiment,
+        manifest: Topology,
+        added: list[Node],
+        wires: list[network.Wire],
+        xml: bytes,
+    ) -> None:
+        with self._progress() as progress:
+            task = progress.add_task("preparing", total=len(added) * 2 + 1)
+            self._prepare_nodes(exp, added, manifest, wires, xml, progress, task)
+            progress.update(task, description="running the new nodes' Execute services")
+            self._wait_for_execute(exp, added)
+            progress.advance(task)
+
     # -- creation ---------------------------------------------------------------------------
 
     def _create(
         self, exp: Experiment, request: Topology, ref: str, wires: list[network.Wire]
     ) -> bytes:
         network.create_namespace(exp.name, len(request.links))
-        shared = exp.dir / "shared"
-        shared.mkdir(parents=True, exist_ok=True)
-        public_key = exp.key_path.with_suffix(".pub").read_text()
         manifest = Topology(nodes=[], links=request.links, parameters=request.parameters)
 
         with self._progress() as progress:
             task = progress.add_task("starting nodes", total=len(request.nodes) * 3 + 1)
-            pids: dict[str, int] = {}
+            pids = self._start_nodes(exp, request.nodes, ref, request, progress, task)
             for node in request.nodes:
-                progress.update(task, description=f"starting {node.client_id}")
-                pids[node.client_id], port = self._start(
-                    exp, node, ref, shared, request.parameters | exp.params
-                )
-                manifest.nodes.append(self._manifest_node(exp, node, port))
-                progress.advance(task)
-
-            progress.update(task, description="wiring LANs")
-            for wire in wires:
-                network.attach(exp.name, wire, pids[wire.node])
-            self._shape(exp, request, wires)
-            hosts = self._etc_hosts(manifest, wires)
-            for node in manifest.nodes:
-                name = container_name(exp.name, node.client_id)
-                _write_in(name, "/etc/hosts", hosts, mode="644")
-                _write_in(name, "/root/.ssh/authorized_keys", public_key, mode="600")
-                progress.advance(task)
-
+                manifest.nodes.append(self._manifest_node(exp, node, pids[node.client_id][1]))
+            self._wire(exp, request, wires, {n: pid for n, (pid, _) in pids.items()})
             xml = rspec.write_manifest(manifest)
             atomic.write_bytes(exp.manifest_path, xml)
-            for node in manifest.nodes:
-                progress.update(task, description=f"waiting for sshd on {node.client_id}")
-                assert node.login is not None
-                _wait_for_ssh(node.login.hostname, node.login.port, node.client_id)
-                geni = self._geni_dir(exp, node.client_id)
-                atomic.write_bytes(geni / "manifest.xml", xml)
-                atomic.write_text(geni / "ready", f"{time.time()}\n")
-                progress.advance(task)
-
+            self._prepare_nodes(exp, manifest.nodes, manifest, wires, xml, progress, task)
             progress.update(task, description="running the profile's Execute services")
-            self._wait_for_execute(exp, manifest)
+            self._wait_for_execute(exp, manifest.nodes)
             progress.advance(task)
         return xml
+
+    def _start_nodes(
+        self,
+        exp: Experiment,
+        nodes: list[Node],
+        ref: str,
+        request: Topology,
+        progress: Progress,
+        task: TaskID,
+    ) -> dict[str, tuple[int, int]]:
+        """Start a container per node; return each node's init PID and published SSH port."""
+        shared = exp.dir / "shared"
+        shared.mkdir(parents=True, exist_ok=True)
+        started: dict[str, tuple[int, int]] = {}
+        for node in nodes:
+            progress.update(task, description=f"starting {node.client_id}")
+            started[node.client_id] = self._start(
+                exp, node, ref, shared, request.parameters | exp.params
+            )
+            progress.advance(task)
+        return started
+
+    def _wire(
+        self, exp: Experiment, request: Topology, wires: list[network.Wire], pids: dict[str, int]
+    ) -> None:
+        for wire in wires:
+            network.attach(exp.name, wire, pids[wire.node])
+        self._shape(exp, request, wires)
+
+    def _prepare_nodes(
+        self,
+        exp: Experiment,
+        nodes: list[Node],
+        manifest: Topology,
+        wires: list[network.Wire],
+        xml: bytes,
+        progress: Progress,
+        task: TaskID,
+    ) -> None:
+        """Name every node in /etc/hosts, let the experiment key in, wait for sshd, mark ready."""
+        hosts = etc_hosts.block(manifest, wires)
+        public_key = exp.key_path.with_suffix(".pub").read_text()
+        for node in nodes:
+            name = container_name(exp.name, node.client_id)
+            _write_in(name, "/etc/hosts", etc_hosts.BASE + hosts, mode="644")
+            _write_in(name, "/root/.ssh/authorized_keys", public_key, mode="600")
+            progress.advance(task)
+        for node in nodes:
+            progress.update(task, description=f"waiting for sshd on {node.client_id}")
+            assert node.login is not None
+            _wait_for_ssh(node.login.hostname, node.login.port, node.client_id)
+            geni = self._geni_dir(exp, node.client_id)
+            atomic.write_bytes(geni / "manifest.xml", xml)
+            atomic.write_text(geni / "ready", f"{time.time()}\n")
+            progress.advance(task)
+
+    def _remove_nodes(self, exp: Experiment, nodes: set[str]) -> None:
+        """Remove nodes' containers (their LAN veths go with them) and their host state."""
+        names = [container_name(exp.name, n) for n in sorted(nodes)]
+        names = [n for n in names if podman.inspect(n) is not None]
+        if names:
+            podman.run("rm", "--force", "--time", "0", *names)
+        for node in nodes:
+            shutil.rmtree(exp.dir / "nodes" / node, ignore_errors=True)
 
     def _start(
         self, exp: Experiment, node: Node, ref: str, shared: Path, params: dict[str, str]
@@ -199,24 +319,9 @@ class LocalBackend:
                     exp.name, [w for w in wires if w.lan_index == index], link.bandwidth_kbps
                 )
 
-    @staticmethod
-    def _etc_hosts(manifest: Topology, wires: list[network.Wire]) -> str:
-        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
-        named: set[str] = set()
-        for wire in wires:
-            if not wire.address:
-                continue
-            link = manifest.links[wire.lan_index].client_id
-            names = [f"{wire.node}-{link}"]
-            if wire.node not in named:  # the first LAN address carries the bare name
-                names.append(wire.node)
-                named.add(wire.node)
-            lines.append(f"{wire.address}\t{' '.join(names)}")
-        return "\n".join(lines) + "\n"
-
-    def _wait_for_execute(self, exp: Experiment, manifest: Topology) -> None:
+    def _wait_for_execute(self, exp: Experiment, nodes: list[Node]) -> None:
         deadline = time.monotonic() + EXECUTE_TIMEOUT
-        pending = [n.client_id for n in manifest.nodes if n.execute]
+        pending = [n.client_id for n in nodes if n.execute]
         while pending and time.monotonic() < deadline:
             for node in list(pending):
                 proc = podman.exec_(

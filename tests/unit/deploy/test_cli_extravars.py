@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from elastic.cli.cluster import parse_extravars
 from elastic.deploy.runner import require_inventory, resolve_playbook
-from elastic.deploy.staging import drop_host
 from elastic.errors import PtcError
 from elastic.testbed.experiment import Experiment
 
@@ -37,15 +34,3 @@ def test_deploy_refuses_experiment_that_is_not_ready() -> None:
 def test_unknown_playbook_is_named() -> None:
     with pytest.raises(PtcError, match=r"playbook 'nope\.yml' not found"):
         resolve_playbook("nope.yml")
-
-
-def test_drop_host_removes_node_everywhere(tmp_path: Path) -> None:
-    hosts = tmp_path / "hosts.yml"
-    hosts.write_text(
-        "all:\n  hosts: {head: {}, node-2: {ansible_port: 2}}\n"
-        "  children:\n    slurm_compute: {hosts: {node-2: null}}\n    head: {hosts: {head: null}}\n"
-    )
-    drop_host(hosts, "node-2")
-    assert "node-2" not in hosts.read_text()
-    with pytest.raises(PtcError, match="no host 'node-2'"):
-        drop_host(hosts, "node-2")

@@ -6,13 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from elastic import atomic
 from elastic.errors import PtcError
 from elastic.testbed import experiment as experiments
-from elastic.testbed import lifecycle
+from elastic.testbed import lifecycle, rspec
+from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Topology
+from elastic.testbed.render import render_profile
+from elastic.testbed.topology import Login, Topology
 
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "tests" / "single_node.py"
+SLURM_PROFILE = PROFILE.parents[1] / "slurm_cluster.py"
 
 
 class FailingBackend:
@@ -27,6 +31,9 @@ class FailingBackend:
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
         raise PtcError("node head: boot failed")
+
+    def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
+        raise PtcError(f"node {change.added[0].client_id}: boot failed")
 
     def delete(self, exp: Experiment) -> None:
         self.deleted = True
@@ -75,3 +82,76 @@ def test_existing_name_is_refused_without_touching_it(monkeypatch: pytest.Monkey
 def test_invalid_names_are_refused(name: str) -> None:
     with pytest.raises(PtcError, match="experiment name"):
         experiments.validate_name(name)
+
+
+class GrowingBackend(FailingBackend):
+    """Returns the request as the manifest, each node reachable on a port of its own."""
+
+    def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
+        for port, node in enumerate(request.nodes, start=2200):
+            node.login = Login("127.0.0.1", port, "root")
+        return rspec.write_manifest(request)
+
+
+def running(name: str, compute: int) -> Experiment:
+    """A ready experiment of slurm_cluster.py as `ptc up` leaves it on disk."""
+    params = {"computeNodeCount": str(compute)}
+    exp = Experiment(name, "local", str(SLURM_PROFILE), params, state="ready")
+    exp.dir.mkdir(parents=True)
+    exp.save()
+    request_xml = render_profile(SLURM_PROFILE, params)
+    atomic.write_bytes(exp.request_path, request_xml)
+    atomic.write_bytes(exp.manifest_path, GrowingBackend(False).modify(
+        exp, rspec.parse_request(request_xml), Change([], [])
+    ))  # fmt: skip
+    lifecycle.write_inventory(exp)
+    return exp
+
+
+def snapshot(exp: Experiment) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(exp.dir.rglob("*")) if p.is_file()}
+
+
+def test_modify_grows_manifest_inventory_and_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    running("grow", 1)
+    backend = GrowingBackend(delete_fails=False)
+    monkeypatch.setattr(lifecycle, "make_backend", lambda *a, **k: backend)
+    exp, change = lifecycle.modify("grow", {"computeNodeCount": "3"})
+    assert [n.client_id for n in change.added] == ["node-1", "node-2"] and not change.removed
+    assert experiments.load("grow").params == {"computeNodeCount": "3"}
+    assert experiments.load("grow").state == "ready"
+    manifest = rspec.parse_manifest(exp.manifest())
+    assert [n.client_id for n in manifest.nodes] == ["head", "node-0", "node-1", "node-2"]
+    hosts = (exp.inventory_dir / "hosts.yml").read_text()
+    assert "node-2:" in hosts and "ansible_port: 2203" in hosts
+    request = rspec.parse_request(exp.request_path.read_bytes())
+    assert request.parameters["computeNodeCount"] == "3"
+    assert manifest.parameters["computeNodeCount"] == "3"
+
+
+def test_failed_modify_leaves_the_experiment_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = running("stay", 1)
+    before = snapshot(exp)
+    monkeypatch.setattr(
+        lifecycle, "make_backend", lambda *a, **k: FailingBackend(delete_fails=False)
+    )
+    with pytest.raises(PtcError, match="node node-1: boot failed"):
+        lifecycle.modify("stay", {"computeNodeCount": "2"})
+    assert snapshot(exp) == before
+    assert experiments.load("stay").state == "ready"
+
+
+def test_bad_parameter_in_modify_is_named_and_changes_nothing() -> None:
+    exp = running("badmod", 1)
+    before = snapshot(exp)
+    with pytest.raises(PtcError, match="computeNodeCount"):
+        lifecycle.modify("badmod", {"computeNodeCount": "-1"})
+    assert snapshot(exp) == before
+
+
+def test_modify_of_an_experiment_that_is_not_ready_is_refused() -> None:
+    exp = Experiment("busy", "local", str(SLURM_PROFILE), state="creating")
+    exp.dir.mkdir(parents=True)
+    exp.save()
+    with pytest.raises(PtcError, match="is creating, not ready"):
+        lifecycle.modify("busy", {"computeNodeCount": "2"})

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from elastic.testbed.local import network
-from elastic.testbed.local.backend import LocalBackend
+from elastic.testbed.local import etc_hosts, network
 from elastic.testbed.topology import Interface, Link, Node, Topology
 
 
@@ -45,7 +44,7 @@ def test_interfaces_on_no_link_are_not_wired() -> None:
 
 def test_etc_hosts_gives_the_bare_name_to_the_first_lan_address() -> None:
     topo = two_lans()
-    hosts = LocalBackend._etc_hosts(topo, network.plan(topo))
+    hosts = etc_hosts.block(topo, network.plan(topo))
     lines = {
         line.split("\t")[0]: line.split("\t")[1].split()
         for line in hosts.splitlines()
