@@ -4,7 +4,8 @@ Measures, with the real CLI:
 - `ptc up` of profiles/slurm_cluster.py with 1+3 nodes, cold (node image removed first, so it is
   rebuilt) and warm (image cached);
 - `ptc down` of that experiment;
-- how `ptc up` grows from 1+1 to 1+7 nodes (warm).
+- how `ptc up` grows from 1+1 to 1+7 nodes (warm);
+- `ptc modify` of a running 1+3 experiment: one node added, then removed again.
 
 Prints figures; asserts nothing. Run: .venv/bin/python benchmarks/testbed_times.py [--no-cold]
 """
@@ -58,6 +59,8 @@ def main() -> None:
         )
         rows.append(("down 1+3", ptc("down", "cold")))
     rows.append(("up 1+3 warm", ptc("up", PROFILE, "--name", "warm", "-p", "computeNodeCount=3")))
+    rows.append(("modify 1+3 -> 1+4", ptc("modify", "warm", "-p", "computeNodeCount=4")))
+    rows.append(("modify 1+4 -> 1+3", ptc("modify", "warm", "-p", "computeNodeCount=3")))
     rows.append(("down 1+3", ptc("down", "warm")))
     for n in range(1, args.max_compute + 1):
         rows.append(

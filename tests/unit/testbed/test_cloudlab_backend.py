@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import xmlrpc.client
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +23,7 @@ from testbed_support import RECORDINGS, SLURM_PROFILE
 
 from elastic.errors import PtcError
 from elastic.testbed import genilib_compat, rspec
+from elastic.testbed.change import Change
 from elastic.testbed.cloudlab import CloudLabBackend
 from elastic.testbed.experiment import Experiment
 
@@ -249,6 +251,20 @@ def test_recorded_delete_and_delete_twice(
     assert transport.calls[-1][2][0] == SLICE_URN
     transport.script["DeleteSliver"] = recorded("deletesliver_searchfailed")
     b.delete(exp)  # already gone: no error
+
+
+def test_modify_is_refused_without_touching_the_sliver(
+    tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
+) -> None:
+    b, _, _ = backend(tmp_path)
+    topology = request_topology()
+    grown = Change(added=[replace(topology.nodes[-1], client_id="node-9")], removed=[])
+    with pytest.raises(PtcError) as info:
+        b.modify(exp, topology, grown)
+    message = str(info.value)
+    assert "cannot add node-9 there" in message and "portal's Modify" in message
+    assert str(exp.manifest_path) in message and "ptc inventory ptc-demo" in message
+    assert transport.calls == []
 
 
 def test_status_maps_slivers_to_nodes(
