@@ -154,17 +154,20 @@ class Tracker:
 
 
 def failure_message(res: dict[str, Any]) -> str:
-    """The most useful text of a failed result: msg, then stderr, then stdout."""
+    """The most useful text of a failed result: msg, then stderr, then stdout; for a loop, the
+    failed items' own messages (Ansible's msg there only says that some item failed)."""
     if res.get("censored"):
         return str(res["censored"])
-    parts = []
+    failed_items = [
+        f"item {item.get('_ansible_item_label', item.get('item'))!r}: {failure_message(item)}"
+        for item in res.get("results") or []
+        if isinstance(item, dict) and item.get("failed")
+    ]
+    if failed_items:
+        return "\n".join(failed_items)
+    parts: list[str] = []
     for key in ("msg", "stderr", "stdout"):
         value = res.get(key)
         if value and str(value).strip() and str(value).strip() not in parts:
             parts.append(str(value).strip())
-    if not parts and res.get("results"):
-        # A loop: report the items that failed.
-        for item in res["results"]:
-            if isinstance(item, dict) and item.get("failed"):
-                parts.append(f"item {item.get('item')!r}: {failure_message(item)}")
     return "\n".join(parts) or "(no message)"

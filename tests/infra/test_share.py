@@ -54,7 +54,7 @@ def test_export_served_over_nfs(host: Host) -> None:
     server = group(host, "nfs_server")[0]
     for share in shares(host):
         url = f"nfs://{server}{share['path']}/.ptc-export?version=4"
-        out = host.run(f"nfs-cat '{url}'")
+        out = host.run(f"ptc-nfs-cat '{url}'")
         assert out.rc == 0 and "ptc NFS export" in out.stdout, (
             f"{name_of(host)}: {url} is not served over NFS (rc={out.rc}: {out.stderr.strip()})"
         )

@@ -127,12 +127,43 @@ def test_mpi_through_srun_and_mpirun(deployed: Path) -> None:
 def test_exports_refuse_other_networks(deployed: Path) -> None:
     """The head's control-network address is outside the allow-list (the cluster LAN)."""
     control = ssh(deployed, "head", "ip -4 -o addr show eth0").stdout.split()[3].split("/")[0]
-    inside = ssh(deployed, "node-0", "nfs-cat 'nfs://head/home/.ptc-export?version=4'")
+    inside = ssh(deployed, "node-0", "ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'")
     outside = ssh(
-        deployed, "node-0", f"nfs-cat 'nfs://{control}/home/.ptc-export?version=4'", check=False
+        deployed, "node-0", f"ptc-nfs-cat 'nfs://{control}/home/.ptc-export?version=4'", check=False
     )
     assert "ptc NFS export /home" in inside.stdout
     assert outside.returncode != 0, f"the export is served to the control network ({control})"
+
+
+def test_nfs_probes_in_lockstep_from_identical_nodes(deployed: Path) -> None:
+    """libnfs names its NFSv4 client after its PID and the current second. Compute nodes wait on
+    a file in the shared /home, then probe at once from fresh PID namespaces, so every nfs-cat has
+    the same PID in the same second. Measured here: raw nfs-cat failed 1 of 10 such probes from
+    two nodes (7 of 24 from four) with NFS4ERR_EXPIRED or NFS4ERR_STALE_CLIENTID; the role's
+    ptc-nfs-cat, which deploy and verify use, must pass every one."""
+    go = "/home/.ptc-lockstep"
+    nodes = ("node-0", "node-1")
+    probe = (
+        f"while [ ! -e {go} ]; do sleep 0.005; done; "
+        "unshare --pid --fork ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'"
+    )
+    failures = []
+    for attempt in range(8):
+        ssh(deployed, "head", f"rm -f {go}")
+        config = str(deployed / "inventory" / "ssh_config")
+        waiting = [
+            subprocess.Popen(["ssh", "-F", config, node, probe], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+            for node in nodes
+        ]  # fmt: skip
+        time.sleep(1.5)  # both are polling for the file now
+        ssh(deployed, "head", f"touch {go}")
+        for node, proc in zip(nodes, waiting, strict=True):
+            out, err = proc.communicate(timeout=120)
+            if proc.returncode != 0 or "ptc NFS export /home" not in out:
+                failures.append(f"round {attempt} {node}: rc={proc.returncode} {err.strip()}")
+    ssh(deployed, "head", f"rm -f {go}")
+    assert not failures, "\n".join(failures)
 
 
 def test_second_deploy_changes_nothing(deployed: Path, ptc: Runner) -> None:

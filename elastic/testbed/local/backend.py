@@ -18,6 +18,7 @@ import socket
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.progress import (
@@ -43,6 +44,11 @@ SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see
 DOMAIN = "ptc.local"
 BOOT_TIMEOUT = 120.0
 EXECUTE_TIMEOUT = 300.0
+
+
+class Started(NamedTuple):
+    pid: int  # the container's init, for entering its network namespace
+    port: int  # the SSH port published on 127.0.0.1
 
 
 def container_name(experiment: str, node: str) -> str:
@@ -101,29 +107,27 @@ class LocalBackend:
         links = {lk.client_id: lk for lk in request.links}
         request = replace(request, links=[links[lk.client_id] for lk in current.links])
         wires = network.plan(request)
-        pids: dict[str, tuple[int, int]] = {}
-        if change.added:
-            pids = self._add_nodes(exp, request, change.added, wires)
+        started = self._add_nodes(exp, request, change.added, wires) if change.added else {}
         running = {n.client_id: n for n in current.nodes}
         manifest = replace(request, nodes=[
             running[n.client_id] if n.client_id in running
-            else self._manifest_node(exp, n, pids[n.client_id][1])
+            else self._manifest_node(exp, n, started[n.client_id].port)
             for n in request.nodes
         ])  # fmt: skip
         xml = rspec.write_manifest(manifest)
-        added = [n for n in manifest.nodes if n.client_id in pids]
+        added = [n for n in manifest.nodes if n.client_id in started]
         try:
             if added:
                 self._ready_added(exp, manifest, added, wires, xml)
         except BaseException:
-            self._remove_nodes(exp, set(pids))
+            self._remove_nodes(exp, set(started))
             raise
 
         # The new nodes are good: now tell the running ones, and release the removed ones.
         self._remove_nodes(exp, {n.client_id for n in change.removed})
         hosts = etc_hosts.block(manifest, wires)
         for node in manifest.nodes:
-            if node.client_id in pids:
+            if node.client_id in started:
                 continue
             name = container_name(exp.name, node.client_id)
             current_hosts = podman.exec_(name, "cat", "/etc/hosts").stdout
@@ -135,20 +139,19 @@ class LocalBackend:
 
     def _add_nodes(
         self, exp: Experiment, request: Topology, nodes: list[Node], wires: list[network.Wire]
-    ) -> dict[str, tuple[int, int]]:
+    ) -> dict[str, Started]:
         """Start and wire the added nodes; on failure, remove whatever of them started."""
         ref = image.ensure(console=self.console)
         names = {n.client_id for n in nodes}
         try:
             with self._progress() as progress:
                 task = progress.add_task("adding nodes", total=len(nodes))
-                pids = self._start_nodes(exp, nodes, ref, request, progress, task)
-            new_wires = [w for w in wires if w.node in names]
-            self._wire(exp, request, new_wires, {n: pid for n, (pid, _) in pids.items()})
+                started = self._start_nodes(exp, nodes, ref, request, progress, task)
+            self._wire(exp, request, [w for w in wires if w.node in names], started)
         except BaseException:
             self._remove_nodes(exp, names)
             raise
-        return pids
+        return started
 
     def _ready_added(
         self,
@@ -175,10 +178,10 @@ class LocalBackend:
 
         with self._progress() as progress:
             task = progress.add_task("starting nodes", total=len(request.nodes) * 3 + 1)
-            pids = self._start_nodes(exp, request.nodes, ref, request, progress, task)
+            started = self._start_nodes(exp, request.nodes, ref, request, progress, task)
             for node in request.nodes:
-                manifest.nodes.append(self._manifest_node(exp, node, pids[node.client_id][1]))
-            self._wire(exp, request, wires, {n: pid for n, (pid, _) in pids.items()})
+                manifest.nodes.append(self._manifest_node(exp, node, started[node.client_id].port))
+            self._wire(exp, request, wires, started)
             xml = rspec.write_manifest(manifest)
             atomic.write_bytes(exp.manifest_path, xml)
             self._prepare_nodes(exp, manifest.nodes, manifest, wires, xml, progress, task)
@@ -195,11 +198,11 @@ class LocalBackend:
         request: Topology,
         progress: Progress,
         task: TaskID,
-    ) -> dict[str, tuple[int, int]]:
-        """Start a container per node; return each node's init PID and published SSH port."""
+    ) -> dict[str, Started]:
+        """Start a container per node."""
         shared = exp.dir / "shared"
         shared.mkdir(parents=True, exist_ok=True)
-        started: dict[str, tuple[int, int]] = {}
+        started: dict[str, Started] = {}
         for node in nodes:
             progress.update(task, description=f"starting {node.client_id}")
             started[node.client_id] = self._start(
@@ -209,10 +212,14 @@ class LocalBackend:
         return started
 
     def _wire(
-        self, exp: Experiment, request: Topology, wires: list[network.Wire], pids: dict[str, int]
+        self,
+        exp: Experiment,
+        request: Topology,
+        wires: list[network.Wire],
+        started: dict[str, Started],
     ) -> None:
         for wire in wires:
-            network.attach(exp.name, wire, pids[wire.node])
+            network.attach(exp.name, wire, started[wire.node].pid)
         self._shape(exp, request, wires)
 
     def _prepare_nodes(
@@ -253,7 +260,7 @@ class LocalBackend:
 
     def _start(
         self, exp: Experiment, node: Node, ref: str, shared: Path, params: dict[str, str]
-    ) -> tuple[int, int]:
+    ) -> Started:
         name = container_name(exp.name, node.client_id)
         geni = self._geni_dir(exp, node.client_id)
         atomic.write_text(geni / "client_id", node.client_id + "\n")
@@ -299,9 +306,10 @@ class LocalBackend:
         info = podman.inspect(name)
         if info is None or not info["State"]["Running"]:
             raise PtcError(f"node {node.client_id}: container {name} did not start")
-        pid = int(info["State"]["Pid"])
-        port = int(info["NetworkSettings"]["Ports"]["22/tcp"][0]["HostPort"])
-        return pid, port
+        return Started(
+            pid=int(info["State"]["Pid"]),
+            port=int(info["NetworkSettings"]["Ports"]["22/tcp"][0]["HostPort"]),
+        )
 
     def _manifest_node(self, exp: Experiment, node: Node, port: int) -> Node:
         return replace(

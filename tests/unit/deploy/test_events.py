@@ -112,5 +112,15 @@ def test_failure_message_prefers_msg_then_output_and_loops() -> None:
         "results": [{"item": "a", "failed": False}, {"item": "b", "failed": True, "msg": "bad"}]
     }
     assert failure_message(looped) == "item 'b': bad"
+    # Ansible's own msg for a failed loop says nothing; the items' messages say what broke.
+    labelled = {
+        "msg": "One or more items failed",
+        "results": [
+            {"failed": False, "item": {"path": "/home"}, "_ansible_item_label": "/home"},
+            {"failed": True, "item": {"path": "/opt/ptc"}, "_ansible_item_label": "/opt/ptc",
+             "msg": "nfs-cat rc=1: NFS4ERR_GRACE"},
+        ],
+    }  # fmt: skip
+    assert failure_message(labelled) == "item '/opt/ptc': nfs-cat rc=1: NFS4ERR_GRACE"
     assert "censored" in failure_message({"censored": "the output has been hidden (censored)"})
     assert failure_message({}) == "(no message)"
