@@ -226,6 +226,18 @@ def test_hpgmg_fails_clearly_without_its_source(
     assert "has no hpgmgconf.py" in " ".join(proc.stderr.split())
 
 
+def test_petsc_from_packages_solves_across_ranks(deployed: Path, ptc: Runner) -> None:
+    book = "tests/integration/playbooks/petsc.yml"
+    proc = ptc("deploy", NAME, "--playbook", book)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = ssh(deployed, "head", as_ptc("mpirun -np 2 /opt/ptc/bin/petsc-check -n 2000")).stdout
+    assert "Release Version 3." in out and "ranks 2, unknowns 2000, KSP cg" in out, out
+    error = float(out.rsplit("error", 1)[1])
+    assert error < 1e-6, out  # the exact solution is known: all ones
+    proc = ptc("deploy", NAME, "--playbook", book)
+    assert proc.returncode == 0 and last_summary(deployed, "petsc")["changed"] == 0
+
+
 def test_petsc_source_build_fails_clearly_without_its_release(deployed: Path, ptc: Runner) -> None:
     proc = ptc(
         "deploy", NAME, "--playbook", "tests/integration/playbooks/petsc.yml",
