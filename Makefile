@@ -18,7 +18,7 @@ export CONTAINERS_CONF := $(CURDIR)/elastic/testbed/local/containers.conf
 
 help:
 	@echo "make demo   - profile -> local nodes -> playbooks -> testinfra -> benchmark -> dataset"
-	@echo "make test   - the whole test suite (unit + integration on the local testbed)"
+	@echo "make test   - lint, then the whole test suite (unit + integration on the local testbed)"
 	@echo "make lint   - ruff, mypy, ansible-lint"
 	@echo "make setup  - apt packages, .venv and the node image (demo and test run it first)"
 
