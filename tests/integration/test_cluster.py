@@ -147,10 +147,10 @@ def test_nfs_probes_in_lockstep_from_identical_nodes(deployed: Path) -> None:
         f"while [ ! -e {go} ]; do sleep 0.005; done; "
         "unshare --pid --fork ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'"
     )
+    config = str(deployed / "inventory" / "ssh_config")
     failures = []
     for attempt in range(8):
         ssh(deployed, "head", f"rm -f {go}")
-        config = str(deployed / "inventory" / "ssh_config")
         waiting = [
             subprocess.Popen(["ssh", "-F", config, node, probe], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

@@ -108,15 +108,15 @@ class LocalBackend:
         request = replace(request, links=[links[lk.client_id] for lk in current.links])
         wires = network.plan(request)
         started = self._add_nodes(exp, request, change.added, wires) if change.added else {}
-        running = {n.client_id: n for n in current.nodes}
-        manifest = replace(request, nodes=[
-            running[n.client_id] if n.client_id in running
-            else self._manifest_node(exp, n, started[n.client_id].port)
-            for n in request.nodes
-        ])  # fmt: skip
-        xml = rspec.write_manifest(manifest)
-        added = [n for n in manifest.nodes if n.client_id in started]
         try:
+            running = {n.client_id: n for n in current.nodes}
+            manifest = replace(request, nodes=[
+                running[n.client_id] if n.client_id in running
+                else self._manifest_node(exp, n, started[n.client_id].port)
+                for n in request.nodes
+            ])  # fmt: skip
+            xml = rspec.write_manifest(manifest)
+            added = [n for n in manifest.nodes if n.client_id in started]
             if added:
                 self._ready_added(exp, manifest, added, wires, xml)
         except BaseException:
@@ -133,7 +133,7 @@ class LocalBackend:
             current_hosts = podman.exec_(name, "cat", "/etc/hosts").stdout
             _write_in(name, "/etc/hosts", etc_hosts.replace_block(current_hosts, hosts), mode="644")
             geni = self._geni_dir(exp, node.client_id)
-            atomic.write_json(geni / "params.json", request.parameters | exp.params)
+            atomic.write_json(geni / "params.json", _geni_params(exp, request))
             atomic.write_bytes(geni / "manifest.xml", xml)
         return xml
 
@@ -206,7 +206,7 @@ class LocalBackend:
         for node in nodes:
             progress.update(task, description=f"starting {node.client_id}")
             started[node.client_id] = self._start(
-                exp, node, ref, shared, request.parameters | exp.params
+                exp, node, ref, shared, _geni_params(exp, request)
             )
             progress.advance(task)
         return started
@@ -374,6 +374,11 @@ class LocalBackend:
             TimeElapsedColumn(),
             console=self.console,
         )
+
+
+def _geni_params(exp: Experiment, request: Topology) -> dict[str, str]:
+    """What `geni-get param` answers: the profile's values, with the user's as given."""
+    return request.parameters | exp.params
 
 
 def _write_in(container: str, path: str, content: str, mode: str) -> None:
