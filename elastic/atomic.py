@@ -5,23 +5,34 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 
-def write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
+@contextmanager
+def replacing(path: Path, mode: int = 0o644) -> Iterator[Path]:
+    """A temporary file beside ``path`` for a writer that wants a file name (Parquet writers);
+    it replaces ``path`` only if the block finishes, and is removed otherwise."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        yield tmp
+        with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
+    with replacing(path, mode) as tmp:
+        tmp.write_bytes(data)
 
 
 def write_text(path: Path, text: str, mode: int = 0o644) -> None:

@@ -6,6 +6,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from elastic.atomic import write_json
+from elastic.atomic import replacing, write_json
 from elastic.errors import PtcError
 from elastic.policies import POLICY_NAMES
 from elastic.sim import plots
@@ -22,9 +24,8 @@ from elastic.sim.heatmap import HEATMAP, HeatmapSpec, pv_heatmap
 from elastic.sim.results import (
     SAMPLES,
     SUMMARY,
-    read_samples,
-    summarize_result,
-    summarize_samples,
+    read_result,
+    summarize,
     write_samples,
     write_summary,
 )
@@ -131,16 +132,25 @@ def run_cmd(
         nodes,
         backfill_depth=backfill_depth,
     )
+    console.print(
+        f"scheduled {len(workload):,} jobs on {nodes} nodes in "
+        f"{time.perf_counter() - began:.2f} s; makespan {schedule.makespan / 86400:.2f} days"
+    )
     result = run_sweep(schedule, workload.priority, config, progress=_progress(progress))
     elapsed = time.perf_counter() - began
-    out.mkdir(parents=True, exist_ok=True)
-    write_samples(result, out / SAMPLES)
-    summary = summarize_result(result)
-    write_summary(summary, out / SUMMARY)
     high = int((workload.priority > 1.0).sum())
+    console.print(
+        f"{result.samples:,} snapshots x {len(config.policies)} policies x "
+        f"{len(config.grace_periods)} grace periods evaluated; simulated in {elapsed:.2f} s"
+    )
+    with _stage(f"writing {result.wc.size:,} samples"):
+        write_samples(result, out / SAMPLES)
+    summary = summarize(result)
+    write_summary(summary, out / SUMMARY)
     title = f"{trace.name}, N={nodes}, P={preempt}"
     heat = pv_heatmap(workload, submit, HeatmapSpec(), ("PAP", "PAP+"))
-    heat.to_parquet(out / HEATMAP)
+    with replacing(out / HEATMAP) as tmp:
+        heat.to_parquet(tmp)
     write_json(
         out / RUN_INFO,
         {
@@ -161,13 +171,12 @@ def run_cmd(
             "simulate_and_sweep_s": round(elapsed, 3),
         },
     )
-    console.print(
-        f"{len(workload):,} jobs ({high:,} high-priority), {result.samples:,} snapshots, "
-        f"makespan {schedule.makespan / 86400:.2f} days; simulated in {elapsed:.2f} s"
-    )
+    console.print(f"{len(workload):,} jobs, {high:,} of them high-priority")
     _print_summary(summary, title)
     if plots_enabled:
-        for path in plots.write_all(result_frame(out), out, title, heat):
+        with _stage("drawing plots"):
+            written = plots.write_all(result, out, title, heat)
+        for path in written:
             console.print(f"wrote {path}")
     console.print(f"wrote {out / SAMPLES} and {out / SUMMARY}")
 
@@ -178,21 +187,29 @@ def report_cmd(
     plots_enabled: Annotated[bool, typer.Option("--plots/--no-plots")] = True,
 ) -> None:
     """Re-print the summary of a finished run and regenerate its plots."""
-    samples = read_samples(directory / SAMPLES)
+    with _stage(f"reading {directory / SAMPLES}"):
+        result = read_result(directory / SAMPLES)
     info = _run_info(directory)
     title = str(info.get("title", directory.name))
-    summary = summarize_samples(samples)
+    summary = summarize(result)
     write_summary(summary, directory / SUMMARY)
     _print_summary(summary, title)
     if plots_enabled:
         heat_path = directory / HEATMAP
         heat = pd.read_parquet(heat_path) if heat_path.is_file() else None
-        for path in plots.write_all(samples, directory, title, heat):
+        with _stage("drawing plots"):
+            written = plots.write_all(result, directory, title, heat)
+        for path in written:
             console.print(f"wrote {path}")
 
 
-def result_frame(directory: Path) -> pd.DataFrame:
-    return read_samples(directory / SAMPLES)
+@contextmanager
+def _stage(what: str) -> Iterator[None]:
+    """A spinner while it runs, then how long it took (also in logs, where nothing spins)."""
+    began = time.perf_counter()
+    with console.status(f"{what}..."):
+        yield
+    console.print(f"{what}: {time.perf_counter() - began:.1f} s")
 
 
 def _run_info(directory: Path) -> dict[str, object]:
@@ -239,8 +256,9 @@ def _print_filters(trace: Path, steps: list[FilterStep]) -> None:
 
 
 def _print_summary(summary: pd.DataFrame, title: str) -> None:
-    table = Table(title=f"{title}: wasted cycles per preemption (node-hours)")
-    for column in ("policy", "GP (s)", "samples", "median", "IQR", "mean", "total high", "total"):
+    table = Table(title=f"{title}\nwasted cycles per preemption, node-hours")
+    columns = ("policy", "GP (s)", "samples", "median", "IQR", "mean", "cum. high", "cum. all")
+    for column in columns:
         table.add_column(column, justify="right")
     for row in summary.to_dict("records"):
         hours = {k: float(row[k]) / 3600 for k in ("median", "iqr", "mean", "total_high", "total")}
@@ -251,7 +269,14 @@ def _print_summary(summary: pd.DataFrame, title: str) -> None:
             f"{hours['median']:.2f}",
             f"{hours['iqr']:.2f}",
             f"{hours['mean']:.2f}",
-            f"{hours['total_high']:,.0f}",
-            f"{hours['total']:,.0f}",
+            _compact(hours["total_high"]),
+            _compact(hours["total"]),
         )
     console.print(table)
+
+
+def _compact(value: float) -> str:
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return f"{value:.3g}"

@@ -7,7 +7,8 @@ Every policy maps a busy node to a score in [BUSY_FLOOR, 1] and an idle node to 
 - LIFO:   elapsed / max(elapsed)                   -- long-running jobs are kept.
 - FIFO:   1 - elapsed / max(elapsed)               -- long-running jobs are released.
 - PAP:    elapsed*node_count / max(...)           -- equals LIFO on single-node workloads.
-- PAP+:   elapsed*node_count*priority / max(...)  -- priority from a PriorityRule.
+- PAP+:   elapsed*node_count*priority / max(...)  -- priority from a PriorityRule, if given,
+          else the job's own ``priority`` (the simulator applies the rule to the whole trace).
 
 The maximum is over busy nodes of the same snapshot; if it is 0 every busy node scores as if
 its ratio were 0. The scalar ``evaluate`` is the reference; ``evaluate_batch`` is the same
@@ -24,6 +25,7 @@ from numpy.typing import NDArray
 from elastic.errors import PtcError
 from elastic.policies.batch import SnapshotBatch
 from elastic.policies.model import BUSY_FLOOR, JobInfo, PreemptionVector, Snapshot
+from elastic.policies.priority import PriorityRule
 
 
 @runtime_checkable
@@ -99,8 +101,17 @@ class PapPolicy(_ScaledPolicy):
 class PapPlusPolicy(_ScaledPolicy):
     name = "PAP+"
 
+    def __init__(self, rule: PriorityRule | None = None) -> None:
+        self.rule = rule
+
+    def priority(self, job: JobInfo) -> float:
+        if self.rule is None:
+            return job.priority
+        attributes = {"queue": job.queue, "application": job.application, "user": job.user}
+        return self.rule.priority({**attributes, "job_id": job.job_id})
+
     def raw(self, job: JobInfo) -> float:
-        return job.elapsed * float(job.node_count) * job.priority
+        return job.elapsed * float(job.node_count) * self.priority(job)
 
     def raw_batch(self, batch: SnapshotBatch) -> NDArray[np.float64]:
         return batch.elapsed * batch.node_count * batch.priority
@@ -131,15 +142,17 @@ _CLASSES: dict[str, type[_ScaledPolicy]] = {
     "FIFO": FifoPolicy,
     "LIFO": LifoPolicy,
     "PAP": PapPolicy,
-    "PAP+": PapPlusPolicy,
 }
 
 
-def make_policy(name: str, seed: int = 0) -> Policy:
-    """A fresh policy by (case-insensitive) name; ``seed`` only matters for RANDOM."""
+def make_policy(name: str, seed: int = 0, rule: PriorityRule | None = None) -> Policy:
+    """A fresh policy by (case-insensitive) name; ``seed`` only matters for RANDOM and ``rule``
+    only for PAP+."""
     key = name.strip().upper()
     if key == "RANDOM":
         return RandomPolicy(seed)
+    if key == "PAP+":
+        return PapPlusPolicy(rule)
     if key in _CLASSES:
         return _CLASSES[key]()
     raise PtcError(f"unknown policy {name!r}; choose from {', '.join(POLICY_NAMES)}")

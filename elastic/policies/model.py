@@ -22,6 +22,7 @@ class JobInfo:
     priority: float = 1.0
     queue: str = ""
     application: str = ""
+    user: str = ""
     remaining: float | None = None
     requested: float | None = None
 

@@ -1,4 +1,7 @@
-"""The paper's figures as PNG (matplotlib, Agg): Fig. 3/4 violins, Fig. 5 heatmap, Fig. 6 curves."""
+"""The paper's figures as PNG (matplotlib, Agg): Fig. 3/4 violins, Fig. 5 heatmap, Fig. 6 curves.
+
+Violins and curves are drawn from the sweep's arrays (fresh, or read back by ``read_result``).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from elastic.atomic import write_bytes
+from elastic.sim.sweep import SweepResult
 
 # Kernel density estimates on a million points take long and show nothing more than 20k do;
 # medians and IQRs are still drawn from every sample.
@@ -29,18 +34,15 @@ def save(fig: Figure, path: Path) -> None:
     write_bytes(path, buffer.getvalue())
 
 
-def violins(samples: pd.DataFrame, gps: list[float], title: str) -> Figure:
-    policies = list(dict.fromkeys(samples["policy"]))
+def violins(result: SweepResult, gps: list[float], title: str) -> Figure:
+    policies = result.policies
     fig, axes = plt.subplots(
         1, len(gps), figsize=(2.2 * len(gps) + 1, 4), sharey=True, squeeze=False
     )
     rng = np.random.default_rng(0)
-    by_key = {key: g["wc"].to_numpy() for key, g in samples.groupby(["policy", "gp_s"])}
     for ax, gp in zip(axes[0], gps, strict=True):
-        data = []
-        for policy in policies:
-            values = by_key.get((policy, gp), np.zeros(1)) / 3600.0
-            data.append(values)
+        g = result.grace_periods.index(gp)
+        data = [result.wc[p, g] / 3600.0 for p in range(len(policies))]
         shown = [
             rng.choice(v, VIOLIN_POINTS, replace=False) if v.size > VIOLIN_POINTS else v
             for v in data
@@ -59,29 +61,64 @@ def violins(samples: pd.DataFrame, gps: list[float], title: str) -> Figure:
 
 
 def heatmap(pv: pd.DataFrame, title: str) -> Figure:
+    """Dark is most valued, as in the paper; red outlines mark nodes running high-priority jobs."""
     policies = list(dict.fromkeys(pv["policy"]))
-    fig, axes = plt.subplots(len(policies), 1, figsize=(10, 2.2 * len(policies)), squeeze=False)
+    fig, axes = plt.subplots(len(policies), 1, figsize=(10, 2.4 * len(policies)), squeeze=False)
+    times = np.sort(pv["time_s"].unique()) / 3600.0
+    step = float(times[1] - times[0]) if times.size > 1 else 1.0
     for ax, policy in zip(axes[:, 0], policies, strict=True):
         part = pv[pv["policy"] == policy]
         grid = part.pivot(index="node", columns="snapshot", values="value").to_numpy()
         high = part.pivot(index="node", columns="snapshot", values="high").to_numpy(dtype=bool)
-        ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-        rows, cols = np.nonzero(high)
-        ax.scatter(cols, rows, marker="s", s=6, facecolors="none", edgecolors="red", lw=0.5)
+        extent = (times[0], times[-1] + step, grid.shape[0] - 0.5, -0.5)
+        image = ax.imshow(
+            grid,
+            aspect="auto",
+            cmap="Greys",
+            vmin=0,
+            vmax=1,
+            interpolation="nearest",
+            extent=extent,
+        )
+        for node, first, last in _runs(high):
+            start = times[0] + first * step
+            ax.add_patch(
+                Rectangle(
+                    (start, node - 0.5),
+                    (last - first + 1) * step,
+                    1.0,
+                    fill=False,
+                    edgecolor="red",
+                    linewidth=1.2,
+                )
+            )
         ax.set_ylabel(f"{policy}\nnode")
-    axes[-1, 0].set_xlabel("snapshot (red: node runs a high-priority job)")
+        fig.colorbar(image, ax=ax, pad=0.01, label="PV")
+    axes[-1, 0].set_xlabel("simulated time (hours); red: node runs a high-priority job")
     fig.suptitle(title)
     return fig
 
 
-def cumulative(samples: pd.DataFrame, gp: float, title: str) -> Figure:
+def _runs(mask: np.ndarray) -> list[tuple[int, int, int]]:
+    """(row, first column, last column) of every horizontal run of True cells."""
+    runs: list[tuple[int, int, int]] = []
+    for row in range(mask.shape[0]):
+        padded = np.concatenate([[False], mask[row], [False]]).astype(np.int8)
+        edges = np.flatnonzero(np.diff(padded))
+        runs.extend((row, int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True))
+    return runs
+
+
+def cumulative(result: SweepResult, gp: float, title: str) -> Figure:
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    parts = (("high-priority", "wc_high"), ("default-priority", "wc_default"), ("all", "wc"))
-    for ax, (label, column) in zip(axes, parts, strict=True):
-        for policy in ("PAP", "PAP+"):
-            rows = samples[(samples["policy"] == policy) & (samples["gp_s"] == gp)]
-            rows = rows.sort_values("snapshot")
-            ax.plot(rows["time_s"] / 86400.0, rows[column].cumsum() / 3600.0, label=policy)
+    g = result.grace_periods.index(gp)
+    days = result.times / 86400.0
+    for policy in ("PAP", "PAP+"):
+        p = result.policies.index(policy)
+        wc, high = result.wc[p, g], result.wc_high[p, g]
+        for ax, part in zip(axes, (high, wc - high, wc), strict=True):
+            ax.plot(days, np.cumsum(part) / 3600.0, label=policy)
+    for ax, label in zip(axes, ("high-priority", "default-priority", "all"), strict=True):
         ax.set_title(f"{label} jobs")
         ax.set_xlabel("simulated time (days)")
         ax.legend()
@@ -91,22 +128,23 @@ def cumulative(samples: pd.DataFrame, gp: float, title: str) -> Figure:
 
 
 def write_all(
-    samples: pd.DataFrame, out: Path, title: str, heatmap_data: pd.DataFrame | None
+    result: SweepResult, out: Path, title: str, heatmap_data: pd.DataFrame | None
 ) -> list[Path]:
-    gps = sorted(set(samples["gp_s"].astype(float)))
+    gps = sorted(result.grace_periods)
     written: list[Path] = []
     short = [g for g in gps if g <= SHORT_GP_LIMIT_S]
     long = [g for g in gps if g > SHORT_GP_LIMIT_S]
     for name, chosen in (("fig3_wc_violins.png", short), ("fig4_wc_violins_long_gp.png", long)):
         if chosen:
-            save(violins(samples, chosen, title), out / name)
+            save(violins(result, chosen, title), out / name)
             written.append(out / name)
     if heatmap_data is not None and not heatmap_data.empty:
-        save(heatmap(heatmap_data, f"{title}: preemption vectors"), out / "fig5_pv_heatmap.png")
+        size = heatmap_data["node"].nunique()
+        heat_title = f"{title}: preemption vectors on a {size}-node partition"
+        save(heatmap(heatmap_data, heat_title), out / "fig5_pv_heatmap.png")
         written.append(out / "fig5_pv_heatmap.png")
-    policies = set(samples["policy"])
-    if {"PAP", "PAP+"} <= policies and gps:
-        save(cumulative(samples, gps[0], f"{title}: PAP vs PAP+"), out / "fig6_cumulative_wc.png")
+    if {"PAP", "PAP+"} <= set(result.policies) and gps:
+        save(cumulative(result, gps[0], f"{title}: PAP vs PAP+"), out / "fig6_cumulative_wc.png")
         written.append(out / "fig6_cumulative_wc.png")
     return written
 

@@ -137,6 +137,7 @@ class _Sim:
         self.completions: list[tuple[float, int, int]] = []  # (end, start seq, job)
         self.started = 0
         self.now = 0.0
+        self.settled = True  # the last pass left no queued job it looked at startable
 
     def run(self) -> None:
         order = np.argsort(self.submit, kind="stable").tolist()
@@ -154,8 +155,11 @@ class _Sim:
                 self.pending.append(order[a])
                 a += 1
                 # A job queued behind the backfill window, or on a full partition, cannot
-                # start: the previous pass left nothing else startable, so skip the pass.
-                if self.free > 0 and len(self.pending) <= self.depth + 1:
+                # start, and if the last pass backfilled nothing, no queued job it saw can
+                # start either: skip the pass. A pass that backfilled pulled jobs into the
+                # window that it never tried, so the next arrival still gets its pass.
+                behind = len(self.pending) > self.depth + 1
+                if self.free > 0 and not (behind and self.settled):
                     self._schedule()
 
     def _finish(self, job: int) -> None:
@@ -175,6 +179,7 @@ class _Sim:
         self.started += 1
 
     def _schedule(self) -> None:
+        self.settled = True
         pending = self.pending
         taken = 0
         while taken < len(pending) and self.nodes[pending[taken]] <= self.free:
@@ -205,6 +210,7 @@ class _Sim:
             size[pick] = _NEVER
         if launched:
             pending[1 : 1 + self.depth] = [j for j in window if j not in launched]
+            self.settled = False
 
     def _reservation(self, need: int) -> tuple[float, int]:
         """Shadow time for a head job needing ``need`` nodes, and the nodes spare then."""

@@ -8,6 +8,7 @@ processors, which the simulator treats as nodes (one processor per node, as on t
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ SWF_FIELDS = (
     "think_time",
 )
 _COMPLETED = 1.0
+_KEY = re.compile(r"[A-Za-z][\w-]*")
 
 
 def load_swf(path: Path) -> Trace:
@@ -80,7 +82,8 @@ def load_swf(path: Path) -> Trace:
 
 def _header(text: str, metadata: dict[str, str], last_key: str) -> str:
     key, sep, value = text.partition(":")
-    if sep and key and " " not in key.strip():
+    # "http://..." on a continuation line is a URL, not a key called "http".
+    if sep and _KEY.fullmatch(key) and not value.startswith("//"):
         metadata[key.strip()] = value.strip()
         return key.strip()
     if last_key and text:

@@ -61,6 +61,23 @@ def test_pap_plus_weighs_priority() -> None:
     assert v == {"a": 0.0, "b": 200 / 500, "c": 200 / 500, "d": 300 / 500, "e": 1.0}
 
 
+def test_pap_plus_takes_priority_classes_from_a_rule() -> None:
+    # The live client sees queues, not priorities: the rule turns bigmem into 10 and the
+    # 2-node job of user "alice" into 3; everything else stays at the default 1.
+    plain = Snapshot(
+        1000.0,
+        NODES,
+        tuple(
+            JobInfo(j.job_id, j.nodes, j.elapsed, queue=j.queue, user=u, remaining=j.remaining)
+            for j, u in zip(snap().jobs, ("alice", "bob", "carol"), strict=True)
+        ),
+    )
+    rule = PriorityRule.parse(["queue=bigmem:10", "user=alice:3"])
+    v = dict(make_policy("PAP+", rule=rule).evaluate(plain).values)  # raw 600, 300, 500
+    assert v == {"a": 0.0, "b": 1.0, "c": 1.0, "d": 300 / 600, "e": 500 / 600}
+    assert dict(make_policy("PAP+").evaluate(plain).values) == values("PAP")  # no rule: all 1
+
+
 def test_pap_equals_lifo_on_single_node_jobs() -> None:
     s = Snapshot(5.0, ("x", "y", "z"), (JobInfo("1", ("x",), 7.0), JobInfo("2", ("z",), 3.0)))
     assert make_policy("PAP").evaluate(s).values == make_policy("LIFO").evaluate(s).values

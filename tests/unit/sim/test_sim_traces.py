@@ -23,6 +23,8 @@ EAGLE = DATA / "nrel-eagle-sample-1000.csv"
 
 SWF_TEXT = """; Version: 2.2
 ; Computer: Test machine
+; Information: http://example.org/a/
+;              http://example.org/b/
 ; Note: first line
 ;       continued
 1 0 5 100 4 -1 -1 4 200 -1 1 1 1 -1 2 -1 -1 -1
@@ -50,6 +52,8 @@ def test_swf_fields_metadata_and_missing(tmp_path: Path) -> None:
     assert set(trace.fields) == set(SWF_FIELDS) and len(SWF_FIELDS) == 18
     assert trace.metadata["Computer"] == "Test machine"
     assert trace.metadata["Note"] == "first line continued"
+    assert trace.metadata["Information"] == "http://example.org/a/ http://example.org/b/"
+    assert "http" not in trace.metadata
     assert trace.nodes.tolist() == [4, 30, 2, 2, 1]
     assert np.isnan(trace.requested[2])  # -1 = missing
     assert trace.queue.tolist()[:2] == ["2", "1"]
@@ -84,7 +88,8 @@ def test_filter_that_empties_the_trace_is_named(tmp_path: Path) -> None:
 )
 def test_swf_bad_line_names_file_line_and_field(tmp_path: Path, line: str, message: str) -> None:
     path = write(tmp_path, "bad.swf", SWF_TEXT + line + "\n")
-    with pytest.raises(PtcError, match=rf"bad.swf:10: {message}"):
+    lineno = len(SWF_TEXT.splitlines()) + 1
+    with pytest.raises(PtcError, match=rf"bad.swf:{lineno}: {message}"):
         load_trace(path)
 
 
