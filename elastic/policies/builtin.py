@@ -114,6 +114,9 @@ class PapPlusPolicy(_ScaledPolicy):
         return job.elapsed * float(job.node_count) * self.priority(job)
 
     def raw_batch(self, batch: SnapshotBatch) -> NDArray[np.float64]:
+        if self.rule is not None:
+            # A batch holds numbers only; silently using its priorities would ignore the rule.
+            raise PtcError("PAP+ with a priority rule: apply the rule to the trace's priorities")
         return batch.elapsed * batch.node_count * batch.priority
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from elastic.errors import PtcError
@@ -12,6 +13,7 @@ from elastic.policies import (
     PreemptionVector,
     PriorityRule,
     Snapshot,
+    SnapshotBatch,
     StalePreemptionVectorError,
     make_policy,
     select_nodes,
@@ -76,6 +78,16 @@ def test_pap_plus_takes_priority_classes_from_a_rule() -> None:
     v = dict(make_policy("PAP+", rule=rule).evaluate(plain).values)  # raw 600, 300, 500
     assert v == {"a": 0.0, "b": 1.0, "c": 1.0, "d": 300 / 600, "e": 500 / 600}
     assert dict(make_policy("PAP+").evaluate(plain).values) == values("PAP")  # no rule: all 1
+    batch = SnapshotBatch(
+        times=np.zeros(1),
+        job=np.asarray([[0]]),
+        elapsed=np.ones((1, 1)),
+        remaining=np.ones((1, 1)),
+        node_count=np.ones((1, 1)),
+        priority=np.ones((1, 1)),
+    )
+    with pytest.raises(PtcError, match="apply the rule to the trace"):
+        make_policy("PAP+", rule=rule).evaluate_batch(batch)
 
 
 def test_pap_equals_lifo_on_single_node_jobs() -> None:
