@@ -12,7 +12,7 @@ DEMO_NAME   ?= demo
 DEMO_NODES  ?= 2
 
 export PTC_HOME ?= $(CURDIR)/state
-export CONTAINERS_CONF := $(CURDIR)/elastic/testbed/local/containers.conf
+export CONTAINERS_CONF := $(CURDIR)/elastic/testbed/backends/local/containers.conf
 
 .PHONY: help setup apt venv image demo test test-unit test-integration lint clean
 

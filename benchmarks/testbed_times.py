@@ -42,9 +42,9 @@ def main() -> None:
     parser.add_argument("--max-compute", type=int, default=7)
     args = parser.parse_args()
     os.environ["PTC_HOME"] = tempfile.mkdtemp(prefix="ptc-bench-")
-    os.environ.setdefault("CONTAINERS_CONF", str(REPO / "elastic/testbed/local/containers.conf"))
+    os.environ.setdefault("CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf"))
 
-    from elastic.testbed.local import image, podman
+    from elastic.testbed.backends.local import image, podman
 
     rows: list[tuple[str, float]] = []
     if not args.no_cold:

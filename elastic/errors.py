@@ -1,7 +1,84 @@
-"""The one exception type the CLI turns into a clean message and a non-zero exit."""
+"""What can go wrong, by kind. The CLI maps each kind to a message and an exit status.
+
+Every message names the field, line, node, host or parameter at fault. Callers that are not the
+CLI (a Slurm hook, a service) can catch a kind and act on its fields instead of parsing text.
+
+Exit statuses: 2 bad input, 3 testbed, 4 deploy, 5 remote command, 6 remote timeout, 1 other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 class PtcError(Exception):
-    """A user-facing error. The message must name the field, line, node or parameter at fault."""
+    """Base of every error ptc reports; a failure of no more specific kind."""
+
+    exit_code = 1
+
+
+class InputError(PtcError):
+    """Bad input from a person or a file: a parameter, field, trace line, name or option."""
 
     exit_code = 2
+
+
+class NotFoundError(InputError):
+    """Something named does not exist: an experiment, a node, a run, a file."""
+
+
+class TestbedError(PtcError):
+    """The testbed (local containers or CloudLab's aggregate) failed to do what was asked."""
+
+    __test__ = False  # not a pytest class, despite the name
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """One failed (or unreachable) Ansible task on one host."""
+
+    host: str
+    task: str
+    message: str
+    play: str = ""
+    unreachable: bool = False
+
+
+class DeployError(PtcError):
+    """A playbook run failed; ``failures`` says where, ``run_dir`` keeps the whole run."""
+
+    exit_code = 4
+
+    def __init__(
+        self, message: str, failures: Sequence[TaskFailure] = (), run_dir: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.failures = tuple(failures)
+        self.run_dir = run_dir
+
+
+class RemoteError(PtcError):
+    """A command on a node (over SSH) failed."""
+
+    exit_code = 5
+
+    def __init__(
+        self, message: str, *, host: str, command: str, returncode: int | None, output: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.host = host
+        self.command = command
+        self.returncode = returncode
+        self.output = output
+
+
+class RemoteTimeout(RemoteError):
+    """A command on a node did not finish in time; it may still be running there."""
+
+    exit_code = 6
+
+    def __init__(self, message: str, *, host: str, command: str, timeout_s: float) -> None:
+        super().__init__(message, host=host, command=command, returncode=None)
+        self.timeout_s = timeout_s

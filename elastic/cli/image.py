@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from elastic.testbed.local import image as node_image
-from elastic.testbed.local import podman
+from elastic.testbed.backends.local import image as node_image
+from elastic.testbed.backends.local import podman
 
 app = typer.Typer(no_args_is_help=True)
 

@@ -19,7 +19,7 @@ from elastic.errors import PtcError
 from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
 from elastic.testbed import inventory, render, rspec
-from elastic.testbed.backend import Backend
+from elastic.testbed.backends.base import Backend
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 
@@ -32,11 +32,11 @@ def backend_for(exp: Experiment, console: Console | None = None) -> Backend:
 
 def make_backend(testbed: str, site: str | None, console: Console | None = None) -> Backend:
     if testbed == "local":
-        from elastic.testbed.local.backend import LocalBackend
+        from elastic.testbed.backends.local.backend import LocalBackend
 
         return LocalBackend(console)
     if testbed == "cloudlab":
-        from elastic.testbed.cloudlab import CloudLabBackend
+        from elastic.testbed.backends.cloudlab import CloudLabBackend
 
         return CloudLabBackend(site=site or "utah")
     raise PtcError(f"unknown testbed {testbed!r} (known: local, cloudlab)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from testbed_support import SLURM_PROFILE
 
 from elastic.testbed import rspec
-from elastic.testbed.local import etc_hosts
-from elastic.testbed.local.network import plan as wire_plan
+from elastic.testbed.backends.local import etc_hosts
+from elastic.testbed.backends.local.network import plan as wire_plan
 from elastic.testbed.render import render_profile
 from elastic.testbed.topology import Topology
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from elastic.testbed.local import etc_hosts, network
+from elastic.testbed.backends.local import etc_hosts, network
 from elastic.testbed.topology import Interface, Link, Node, Topology
 
 

@@ -20,7 +20,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from elastic import paths
 from elastic.errors import PtcError
-from elastic.testbed.local import podman
+from elastic.testbed.backends.local import podman
 
 OVERLAY = Path(__file__).with_name("overlay")
 SUITE = "bookworm"

@@ -7,7 +7,7 @@ lines Ansible's common role manages in the same file.
 
 from __future__ import annotations
 
-from elastic.testbed.local.network import Wire
+from elastic.testbed.backends.local.network import Wire
 from elastic.testbed.topology import Topology
 
 BASE = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\n"

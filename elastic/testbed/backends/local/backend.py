@@ -35,7 +35,7 @@ from elastic.errors import PtcError
 from elastic.testbed import rspec
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.local import etc_hosts, image, network, podman
+from elastic.testbed.backends.local import etc_hosts, image, network, podman
 from elastic.testbed.topology import Login, Node, Topology
 
 NODE_LABEL = "io.ptc.node"
