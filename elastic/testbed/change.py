@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.testbed.topology import Node, Topology
 
 
@@ -40,7 +40,7 @@ def plan(manifest: Topology, request: Topology) -> Change:
     new_links = {lk.client_id for lk in request.links}
     for link_id in sorted(old_links ^ new_links):
         what = "new" if link_id in new_links else "gone"
-        raise PtcError(
+        raise InputError(
             f"link {link_id!r} would be {what}: a running experiment can gain and lose nodes, "
             "not LANs or links (create a new experiment instead)"
         )
@@ -48,7 +48,7 @@ def plan(manifest: Topology, request: Topology) -> Change:
     bandwidth = {lk.client_id: lk.bandwidth_kbps for lk in manifest.links}
     for link in request.links:
         if link.bandwidth_kbps != bandwidth[link.client_id]:
-            raise PtcError(
+            raise InputError(
                 f"link {link.client_id!r} would change bandwidth "
                 f"({bandwidth[link.client_id] or 'unshaped'} -> {link.bandwidth_kbps or 'unshaped'}"
                 " kbps); a running experiment keeps its links"
@@ -59,7 +59,7 @@ def plan(manifest: Topology, request: Topology) -> Change:
     for cid in sorted(current.keys() & wanted.keys()):
         difference = _difference(current[cid], wanted[cid], manifest, request)
         if difference:
-            raise PtcError(
+            raise InputError(
                 f"node {cid!r} would change ({difference}); a running node keeps its "
                 "configuration, only nodes can be added or removed"
             )

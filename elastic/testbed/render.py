@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from elastic import atomic, paths
-from elastic.errors import PtcError
+from elastic.errors import InputError, NotFoundError, PtcError
+from elastic.testbed import rspec
 from elastic.testbed.portal_runner import DUMP_ENV, EXIT_SCRIPT_ERROR
+from elastic.testbed.topology import Topology
 
 RENDER_TIMEOUT_S = 120
 _PORTAL_ERROR_BASE = 100
@@ -51,6 +53,22 @@ class RenderRun:
     log_path: Path
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A profile's request RSpec, as XML and as a validated topology."""
+
+    xml: bytes
+    topology: Topology
+
+
+def render_request(profile: Path, params: Mapping[str, str]) -> Rendered:
+    """Run the profile, parse its request RSpec and validate it: the one way in for every caller."""
+    xml = render_profile(profile, params)
+    topology = rspec.parse_request(xml)
+    rspec.validate(topology)
+    return Rendered(xml, topology)
+
+
 def render_profile(profile: Path, params: Mapping[str, str]) -> bytes:
     """Return the request RSpec the profile produces for ``params`` (raises PtcError)."""
     run = run_profile(profile, params)
@@ -71,7 +89,7 @@ def run_profile(profile: Path, params: Mapping[str, str]) -> RenderRun:
     """Run the profile once in portal mode; does not interpret the outcome."""
     profile = Path(profile)
     if not profile.is_file():
-        raise PtcError(f"profile {str(profile)!r} does not exist or is not a file")
+        raise NotFoundError(f"profile {str(profile)!r} does not exist or is not a file")
     with tempfile.TemporaryDirectory(prefix="ptc-render-") as tmp:
         tmpdir = Path(tmp)
         params_path = tmpdir / "params.json"
@@ -140,14 +158,14 @@ def _raise_for(run: RenderRun, profile: Path, params: Mapping[str, str]) -> None
     unknown = sorted(set(params) - set(known))
     if unknown:
         listing = ", ".join(known) if known else "(it defines none)"
-        raise PtcError(
+        raise InputError(
             f"profile {profile.name!r} has no parameter {', '.join(map(repr, unknown))}; "
             f"its parameters are: {listing}"
         )
     if run.status >= _PORTAL_ERROR_BASE:
         raise _portal_error(profile, run, params)
     if not run.request:
-        raise PtcError(
+        raise InputError(
             f"profile {profile.name!r} finished without writing a request RSpec "
             "(does it call portal.context.printRequestRSpec()?); "
             f"output kept in {run.log_path}"
@@ -156,7 +174,8 @@ def _raise_for(run: RenderRun, profile: Path, params: Mapping[str, str]) -> None
 
 def _script_error(profile: Path, run: RenderRun) -> PtcError:
     tail = "\n".join(run.stderr.strip().splitlines()[-_TAIL_LINES:]) or "(no output)"
-    return PtcError(
+    # A profile that crashes is bad input too: the profile is the user's file.
+    return InputError(
         f"profile {profile.name!r} failed (exit status {run.status}):\n{tail}\n"
         f"full output kept in {run.log_path}"
     )
@@ -172,7 +191,7 @@ def _portal_error(profile: Path, run: RenderRun, params: Mapping[str, str]) -> P
         shown = ", ".join(f"{n}={params[n]!r}" if n in params else n for n in names)
         kind = "warning" if err.get("errorType") == "ParameterWarning" else "error"
         lines.append(f"  {shown}: {err.get('message', '(no message)')} ({kind})")
-    return PtcError(
+    return InputError(
         f"profile {profile.name!r} rejected its parameters "
         f"({run.status - _PORTAL_ERROR_BASE} error(s)):\n" + "\n".join(lines)
     )

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from lxml import etree
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.testbed.topology import (
     Blockstore,
     ExecuteService,
@@ -71,17 +71,17 @@ def _root(xml: bytes, expect: str) -> etree._Element:
     try:
         root = etree.fromstring(xml, parser)
     except etree.XMLSyntaxError as err:
-        raise PtcError(f"{expect} RSpec is not well-formed XML: {err}") from err
+        raise InputError(f"{expect} RSpec is not well-formed XML: {err}") from err
     if root.tag != f"{_G}rspec":
-        raise PtcError(
+        raise InputError(
             f"{expect} RSpec: root element is {root.tag!r}, expected <rspec> in {GENI_NS}"
         )
     kind = root.get("type")
     # The portal's "download manifest" keeps type="request" on a manifest; accept both there.
     if expect == "request" and kind != "request":
-        raise PtcError(f"RSpec has type={kind!r}; expected a request RSpec")
+        raise InputError(f"RSpec has type={kind!r}; expected a request RSpec")
     if expect == "manifest" and kind not in ("manifest", "request"):
-        raise PtcError(f"RSpec has type={kind!r}; expected a manifest RSpec")
+        raise InputError(f"RSpec has type={kind!r}; expected a manifest RSpec")
     return root
 
 
@@ -89,7 +89,7 @@ def _required(el: etree._Element, attr: str, what: str) -> str:
     value = el.get(attr)
     if not value:
         line = f" (line {el.sourceline})" if el.sourceline else ""
-        raise PtcError(f"{what}{line} has no {attr!r} attribute")
+        raise InputError(f"{what}{line} has no {attr!r} attribute")
     return value
 
 
@@ -146,7 +146,7 @@ def _parse_blockstore(el: etree._Element, node: str) -> Blockstore:
 def _size_gb(text: str, what: str) -> float:
     m = _SIZE.match(text)
     if not m:
-        raise PtcError(f"{what}: size {text!r} is not a size like '20GB'")
+        raise InputError(f"{what}: size {text!r} is not a size like '20GB'")
     unit = (m["unit"] or "GB").upper().replace("IB", "B")
     return float(m["num"]) * _SIZE_TO_GB[unit]
 
@@ -165,7 +165,7 @@ def _parse_services(el: etree._Element, node: Node, prefer_user: str | None) -> 
         elif child.tag == f"{_G}login":
             port = child.get("port") or "22"
             if not port.isdigit():
-                raise PtcError(f"node {node.client_id!r}: <login> port {port!r} is not a number")
+                raise InputError(f"node {node.client_id!r}: <login> port {port!r} is not a number")
             logins.append(
                 Login(
                     hostname=_required(child, "hostname", f"<login> of node {node.client_id!r}"),
@@ -192,7 +192,7 @@ def _parse_link(el: etree._Element) -> Link:
             try:
                 bandwidth = int(float(cap))
             except ValueError as err:
-                raise PtcError(f"link {client_id!r}: capacity {cap!r} is not a number") from err
+                raise InputError(f"link {client_id!r}: capacity {cap!r} is not a number") from err
             break
     return Link(client_id=client_id, interface_refs=refs, kind=kind, bandwidth_kbps=bandwidth)
 
@@ -214,14 +214,14 @@ def _parse_parameters(root: etree._Element) -> dict[str, str]:
 
 
 def validate(t: Topology) -> None:
-    """Structural checks; raises PtcError naming the node, interface or link at fault."""
+    """Structural checks; raises InputError naming the node, interface or link at fault."""
     _unique((n.client_id for n in t.nodes), "node client_id")
     _unique((lk.client_id for lk in t.links), "link client_id")
     owners: dict[str, str] = {}
     for node in t.nodes:
         for iface in node.interfaces:
             if iface.client_id in owners:
-                raise PtcError(
+                raise InputError(
                     f"interface {iface.client_id!r} is declared on node {owners[iface.client_id]!r}"
                     f" and on node {node.client_id!r}"
                 )
@@ -231,14 +231,14 @@ def validate(t: Topology) -> None:
     on_link: dict[str, str] = {}
     for link in t.links:
         if not link.interface_refs:
-            raise PtcError(f"link {link.client_id!r} connects no interfaces")
+            raise InputError(f"link {link.client_id!r} connects no interfaces")
         for ref in link.interface_refs:
             if ref not in owners:
-                raise PtcError(
+                raise InputError(
                     f"link {link.client_id!r} refers to interface {ref!r}, which no node declares"
                 )
             if ref in on_link:
-                raise PtcError(
+                raise InputError(
                     f"interface {ref!r} (node {owners[ref]!r}) is on link {on_link[ref]!r} "
                     f"and on link {link.client_id!r}"
                 )
@@ -250,7 +250,7 @@ def _unique(ids: Iterable[str], what: str) -> None:
     seen: set[str] = set()
     for cid in ids:
         if cid in seen:
-            raise PtcError(f"duplicate {what} {cid!r}")
+            raise InputError(f"duplicate {what} {cid!r}")
         seen.add(cid)
 
 
@@ -259,16 +259,16 @@ def _network(iface: Interface) -> ipaddress.IPv4Interface | None:
         return None
     where = f"interface {iface.client_id!r} of node {iface.node!r}"
     if iface.ip is None or iface.netmask is None:
-        raise PtcError(f"{where} needs both an address and a netmask")
+        raise InputError(f"{where} needs both an address and a netmask")
     try:
         net = ipaddress.IPv4Interface(f"{iface.ip}/{iface.netmask}")
     except ValueError as err:
-        raise PtcError(f"{where}: bad address {iface.ip!r}/{iface.netmask!r}: {err}") from err
+        raise InputError(f"{where}: bad address {iface.ip!r}/{iface.netmask!r}: {err}") from err
     if net.network.prefixlen < 31 and net.ip in (
         net.network.network_address,
         net.network.broadcast_address,
     ):
-        raise PtcError(f"{where}: {iface.ip} is the network or broadcast address of {net.network}")
+        raise InputError(f"{where}: {iface.ip} is the network or broadcast address of {net.network}")
     return net
 
 
@@ -279,7 +279,7 @@ def _check_unique_addresses(t: Topology) -> None:
             if iface.ip is None:
                 continue
             if iface.ip in seen:
-                raise PtcError(
+                raise InputError(
                     f"duplicate address {iface.ip}: interface {seen[iface.ip]!r} and interface "
                     f"{iface.client_id!r} (node {node.client_id!r})"
                 )
@@ -306,7 +306,7 @@ def _check_link_subnet(
                 if inside
                 else f"address {net.ip} is outside the link's subnet {first[1].network}"
             )
-            raise PtcError(
+            raise InputError(
                 f"link {link.client_id!r}: interface {ref!r} of node {owners[ref]!r} {problem} "
                 f"(set by {first[0]!r})"
             )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Topology:
                 return node
         known = ", ".join(n.client_id for n in self.nodes) or "none"
 
-        raise PtcError(f"unknown node {client_id!r} (nodes: {known})")
+        raise InputError(f"unknown node {client_id!r} (nodes: {known})")
 
     def interface(self, client_id: str) -> Interface | None:
         for node in self.nodes:

@@ -33,9 +33,9 @@ from rich.progress import (
 from elastic import atomic, paths
 from elastic.errors import PtcError
 from elastic.testbed import rspec
+from elastic.testbed.backends.local import etc_hosts, image, network, podman
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.backends.local import etc_hosts, image, network, podman
 from elastic.testbed.topology import Login, Node, Topology
 
 NODE_LABEL = "io.ptc.node"
