@@ -1,20 +1,21 @@
 """Slurm-Cluster: a head node and N compute nodes on one experiment LAN, prepared for Ansible.
 
 The head node `head` (10.10.1.1) runs the Slurm controller, the Slurm accounting daemon, the
-NFS server and the configuration server; compute nodes `node-0` .. `node-{N-1}`
-(10.10.1.2, 10.10.1.3, ...) run the roles chosen in "Compute node roles". All nodes sit on
-the LAN `lan` (10.10.1.0/24). At boot every node runs
-`profiles/startup.sh`, which installs the experiment's SSH key mesh (so the head can reach
-every node as root), records the node's role in `/etc/ptc/role` and announces readiness.
-Shared storage (when requested) is a blockstore on the head mounted at `/exports`, the path
-the NFS role exports to the compute nodes.
+NFS server and the first member of the configuration server; compute nodes `node-0` ..
+`node-{N-1}` (10.10.1.2, 10.10.1.3, ...) run the roles chosen in "Compute node roles". With
+3 or 5 configuration-server members, the others are small nodes `cfg-1` .. `cfg-4`
+(10.10.1.201, ...), VMs unless asked otherwise. All nodes sit on the LAN `lan`
+(10.10.1.0/24). At boot every node runs `profiles/startup.sh`, which installs the
+experiment's SSH key mesh (so the head can reach every node as root) and announces readiness.
+Each node's Ansible groups are the `--groups` argument of that boot command, so they travel
+in the manifest to the inventory. Shared storage (when requested) is a blockstore on the head
+mounted at `/exports`, the path the NFS role exports to the compute nodes.
 
 Modelled on the Chef-Cluster profile, with Ansible in place of Chef. Like there, configuring
 the software stack stays a deliberate user step.
 
 Instructions:
-Wait until every node reports "ptc: cluster node ready" on login (or
-`/var/lib/ptc/startup.done` exists). Then, from your workstation, run
+Wait until every node reports "ptc: cluster node ready" on login. Then, from your workstation, run
 `ptc inventory EXPERIMENT` and `ptc deploy EXPERIMENT` to apply the playbooks from the
 configured IaC repository, or log into `head` and run `ansible-playbook` there yourself.
 """
@@ -35,9 +36,12 @@ FIRST_COMPUTE_HOST = 2  # node-i gets 10.10.1.(2+i)
 MAX_COMPUTE_NODES = 100  # keeps every address inside 10.10.1.0/24 with room to spare
 EXPORT_PATH = "/exports"  # the NFS role exports this path; the blockstore mounts here
 STARTUP = "sudo bash /local/repository/profiles/startup.sh"
-HEAD_ROLES = ["slurm_controller", "slurm_dbd", "nfs_server", "config_server"]
-KNOWN_COMPUTE_ROLES = ["slurm_compute", "nfs_client", "openmpi"]
-DEFAULT_COMPUTE_ROLES = "slurm_compute,nfs_client"
+HEAD_GROUPS = ["slurm_controller", "slurm_dbd", "nfs_server", "config_server"]
+KNOWN_COMPUTE_GROUPS = ["slurm_compute", "nfs_client"]
+DEFAULT_COMPUTE_GROUPS = "slurm_compute,nfs_client"
+CONFIG_SERVER_GROUPS = ["config_server"]
+CONFIG_SERVER_COUNTS = [1, 3, 5]  # etcd needs an odd number of members for a majority
+CONFIG_SERVER_FIRST_HOST = 201  # cfg-i gets 10.10.1.(200+i); the head is member 1
 MAX_BANDWIDTH_KBPS = 100 * 1000 * 1000  # 100 Gbit/s, the fastest CloudLab experiment links
 MIN_BANDWIDTH_KBPS = 1000
 
@@ -70,9 +74,18 @@ pc.defineParameter(
     "iacBranch", "IaC repository branch", portal.ParameterType.STRING, "main", advanced=True)
 pc.defineParameter(
     "computeRoles", "Compute node roles (comma-separated)", portal.ParameterType.STRING,
-    DEFAULT_COMPUTE_ROLES,
-    longDescription="Roles applied to every compute node; known: %s."
-    % ", ".join(KNOWN_COMPUTE_ROLES), advanced=True)
+    DEFAULT_COMPUTE_GROUPS,
+    longDescription="Ansible groups of every compute node; known: %s."
+    % ", ".join(KNOWN_COMPUTE_GROUPS), advanced=True)
+pc.defineParameter(
+    "configServerCount", "Configuration-server members", portal.ParameterType.INTEGER, 1,
+    legalValues=CONFIG_SERVER_COUNTS,
+    longDescription="Members of the replicated configuration server (etcd): the head, plus "
+    "nodes cfg-1 .. cfg-4 for 3 or 5 members. A majority must be up for it to serve.")
+pc.defineParameter(
+    "configServerVMs", "Configuration servers as VMs", portal.ParameterType.BOOLEAN, True,
+    longDescription="Run cfg-1 .. cfg-4 as small Xen VMs (cheap) rather than bare-metal "
+    "nodes.", advanced=True)
 
 params = pc.bindParameters()
 
@@ -97,15 +110,18 @@ if not params.iacBranch or any(c.isspace() for c in params.iacBranch):
     pc.reportError(portal.ParameterError(
         "The IaC branch must be a non-empty name without spaces.", ["iacBranch"]))
 
-compute_roles = [r.strip() for r in params.computeRoles.split(",") if r.strip()]
-unknown_roles = [r for r in compute_roles if r not in KNOWN_COMPUTE_ROLES]
-if not compute_roles:
+compute_groups = [r.strip() for r in params.computeRoles.split(",") if r.strip()]
+unknown_groups = [r for r in compute_groups if r not in KNOWN_COMPUTE_GROUPS]
+if not compute_groups:
     pc.reportError(portal.ParameterError(
         "Give at least one compute node role.", ["computeRoles"]))
-elif unknown_roles:
+elif unknown_groups:
     pc.reportError(portal.ParameterError(
         "Unknown role(s) %s; known compute roles: %s."
-        % (", ".join(unknown_roles), ", ".join(KNOWN_COMPUTE_ROLES)), ["computeRoles"]))
+        % (", ".join(unknown_groups), ", ".join(KNOWN_COMPUTE_GROUPS)), ["computeRoles"]))
+if params.configServerCount not in CONFIG_SERVER_COUNTS:
+    pc.reportError(portal.ParameterError(
+        "The configuration server needs 1, 3 or 5 members.", ["configServerCount"]))
 
 pc.verifyParameters()
 
@@ -115,25 +131,32 @@ if params.lanBandwidth:
     lan.bandwidth = int(params.lanBandwidth)
 
 
-def add_node(name, address, role, roles):
-    """A bare-metal node on the LAN that runs the startup script with its role at boot."""
-    node = request.RawPC(name)
+def add_node(name, address, groups, vm=False):
+    """A node on the LAN whose boot command sets it up and carries its Ansible groups."""
+    if vm:
+        node = request.XenVM(name)
+    else:
+        node = request.RawPC(name)
+        if params.hardwareType:
+            node.hardware_type = params.hardwareType
     node.disk_image = params.osImage
-    if params.hardwareType:
-        node.hardware_type = params.hardwareType
     iface = node.addInterface("if1", pg.IPv4Address(address, NETMASK))
     lan.addInterface(iface)
     node.addService(pg.Execute(
-        shell="bash", command="%s %s %s" % (STARTUP, role, ",".join(roles))))
+        shell="bash", command="%s --groups %s" % (STARTUP, ",".join(groups))))
     return node
 
 
-head = add_node("head", HEAD_ADDRESS, "head", HEAD_ROLES)
+head = add_node("head", HEAD_ADDRESS, HEAD_GROUPS)
 if params.sharedStorageGB > 0:
     storage = head.Blockstore("head-shared", EXPORT_PATH)
     storage.size = "%dGB" % params.sharedStorageGB
 
 for i in range(params.computeNodeCount):
-    add_node("node-%d" % i, LAN_PREFIX + str(FIRST_COMPUTE_HOST + i), "compute", compute_roles)
+    add_node("node-%d" % i, LAN_PREFIX + str(FIRST_COMPUTE_HOST + i), compute_groups)
+
+for i in range(1, params.configServerCount):
+    add_node("cfg-%d" % i, LAN_PREFIX + str(CONFIG_SERVER_FIRST_HOST + i - 1),
+             CONFIG_SERVER_GROUPS, vm=params.configServerVMs)
 
 pc.printRequestRSpec(request)

@@ -268,7 +268,7 @@ def test_add_compute_node_leaves_others_running(deployed: Path, ptc: Runner, lon
     # The testbed told the running nodes about the new one, as CloudLab updates its manifest.
     assert f'client_id="{LATE_NODE}"' in ssh(deployed, "node-0", "geni-get manifest").stdout
     assert "(10.10.1.4)" in ssh(deployed, "node-0", f"ping -c1 -W2 {LATE_NODE}").stdout
-    assert ssh(deployed, LATE_NODE, "cat /etc/ptc/role").stdout.strip() == "compute"
+    assert "groups: slurm_compute, nfs_client" in ssh(deployed, LATE_NODE, "cat /etc/motd").stdout
 
     proc, _ = timed(ptc, "deploy", NAME, "--limit", f"{LATE_NODE},head")
     assert proc.returncode == 0, proc.stderr[-4000:]

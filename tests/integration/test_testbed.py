@@ -13,6 +13,7 @@ from lxml import etree
 from remote import containers, ssh
 
 from elastic.testbed import rspec
+from elastic.testbed.groups import node_groups
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -86,9 +87,11 @@ def test_geni_get_key_and_manifest(cluster: Path) -> None:
 
 def test_startup_script_ran_and_built_the_key_mesh(cluster: Path) -> None:
     for node in manifest_of(cluster).nodes:
-        ssh(cluster, node.client_id, "test -e /var/lib/ptc/startup.done")
-        role = ssh(cluster, node.client_id, "cat /etc/ptc/role").stdout.strip()
-        assert role == ("head" if node.client_id == "head" else "compute")
+        # The groups it announces are the ones the manifest carries to the inventory.
+        motd = ssh(cluster, node.client_id, "cat /etc/motd").stdout
+        groups = ", ".join(node_groups(node))
+        assert f"ptc: cluster node ready (groups: {groups})" in motd
+        assert ("slurm_controller" in groups) == (node.client_id == "head")
     # The mesh: head reaches a compute node as root with the experiment key, over the LAN.
     out = ssh(cluster, "head", "ssh -o BatchMode=yes -o StrictHostKeyChecking=no node-0 hostname")
     assert out.stdout.strip() == "node-0"

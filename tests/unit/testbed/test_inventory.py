@@ -11,9 +11,9 @@ import yaml
 from testbed_support import RECORDINGS
 
 from elastic import paths
-from elastic.errors import PtcError
+from elastic.errors import InputError, PtcError
 from elastic.testbed import rspec
-from elastic.testbed.inventory import build_inventory
+from elastic.testbed.inventory import Reach, build_inventory
 from elastic.testbed.topology import Login, Topology
 
 RECORDED = RECORDINGS / "recorded_cloudlab_utah_manifest.xml"
@@ -35,10 +35,14 @@ def members(inv: dict[str, Any], group: str) -> list[str]:
 
 def test_groups_from_recorded_manifest(tmp_path: Path) -> None:
     _, inv = build(tmp_path, recorded())
-    for group in ("slurm_controller", "slurm_dbd", "nfs_server", "config_server", "ptc_head"):
+    for group in ("slurm_controller", "slurm_dbd", "nfs_server", "config_server"):
         assert members(inv, group) == ["head"]
-    for group in ("slurm_compute", "nfs_client", "ptc_compute"):
+    for group in ("slurm_compute", "nfs_client"):
         assert members(inv, group) == ["node-0", "node-1"]
+    assert set(inv["all"]["children"]) == {
+        "slurm_controller", "slurm_dbd", "nfs_server", "config_server", "slurm_compute",
+        "nfs_client",
+    }  # fmt: skip
 
 
 def test_host_vars(tmp_path: Path) -> None:
@@ -59,20 +63,35 @@ def test_all_vars(tmp_path: Path) -> None:
     av = inv["all"]["vars"]
     assert av["ptc_testbed"] == "cloudlab"
     assert av["ptc_lan_subnet"] == "10.10.1.0/24"
-    assert av["ptc_head_address"] == "10.10.1.1"
     assert "StrictHostKeyChecking=no" in av["ansible_ssh_common_args"]
     assert f"UserKnownHostsFile={out.resolve() / 'known_hosts'}" in av["ansible_ssh_common_args"]
 
 
-def test_compute_roles_parameter_decides_compute_groups(tmp_path: Path) -> None:
+def test_groups_are_copied_from_the_manifest_not_guessed(tmp_path: Path) -> None:
     t = recorded()
-    t.parameters["computeRoles"] = "slurm_compute,openmpi"
+    t.node("node-1").execute.clear()  # named like a compute node, but the manifest says nothing
     _, inv = build(tmp_path, t)
-    assert members(inv, "openmpi") == ["node-0", "node-1"]
-    assert "nfs_client" not in inv["all"]["children"]
+    assert members(inv, "slurm_compute") == ["node-0"]
+    assert "node-1" in inv["all"]["hosts"]  # still a host, in no cluster group
 
 
-def test_compute_by_execute_service_and_multi_lan_addresses(tmp_path: Path) -> None:
+def test_lan_reach_for_an_inventory_built_on_a_node(tmp_path: Path) -> None:
+    out = tmp_path / "inv"
+    build_inventory(recorded(), out, Path("/root/.ssh/id_ed25519"), "cloudlab", Reach.LAN)
+    inv = yaml.safe_load((out / "hosts.yml").read_text())
+    hv = inv["all"]["hosts"]["node-1"]
+    assert (hv["ansible_host"], hv["ansible_port"], hv["ansible_user"]) == ("10.10.1.3", 22, "root")
+    assert "HostName 10.10.1.3\n    Port 22\n    User root\n" in (out / "ssh_config").read_text()
+
+
+def test_lan_reach_refuses_a_node_without_lan_address(tmp_path: Path) -> None:
+    t = recorded()
+    t.node("node-0").interfaces.clear()
+    with pytest.raises(InputError, match="node-0"):
+        build_inventory(t, tmp_path / "inv", tmp_path / "key", "cloudlab", Reach.LAN)
+
+
+def test_groups_by_execute_service_and_multi_lan_addresses(tmp_path: Path) -> None:
     # two_lans-like: compute nodes not named node-N, head on two LANs, local logins.
     t = rspec.parse_request(
         b"""<rspec xmlns="http://www.geni.net/resources/rspec/3" type="request">
@@ -81,7 +100,7 @@ def test_compute_by_execute_service_and_multi_lan_addresses(tmp_path: Path) -> N
           address="10.10.2.1" netmask="255.255.255.0"/></interface></node>
         <node client_id="a-0"><interface client_id="a-0:if1"><ip address="10.10.1.2"
           netmask="255.255.255.0"/></interface><services><execute shell="bash"
-          command="sudo bash /local/repository/profiles/startup.sh compute x"/></services></node>
+          command="sudo bash /local/repository/profiles/startup.sh --groups slurm_compute"/></services></node>
         <node client_id="store"/>
         <link client_id="lan-a"><interface_ref client_id="head:if1"/>
           <interface_ref client_id="a-0:if1"/></link>
@@ -167,4 +186,4 @@ def test_ansible_reads_the_inventory(tmp_path: Path) -> None:
     host = yaml.safe_load(proc.stdout)
     assert host["ansible_host"] == "ms1012.utah.cloudlab.us"
     assert host["ptc_testbed"] == "cloudlab"
-    assert host["ptc_nfs_export_path"] == "/exports"  # from group_vars/all/
+    assert host["ptc_cluster_name"] == "ptc"  # from group_vars/all/

@@ -1,0 +1,76 @@
+"""The cluster's shape: which Ansible groups exist, and which groups a manifest gives each node.
+
+The profile decides every node's groups and writes them into the node's boot command,
+``startup.sh --groups a,b,c``. That command is an RSpec Execute service, which every aggregate
+copies unchanged into the manifest, so the groups travel from the profile to the inventory with
+no guessing by name. ``site.yml`` targets only groups listed in :data:`KNOWN_GROUPS`; a unit test
+holds the profile, this list and ``site.yml`` to each other.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+
+from elastic.errors import InputError
+from elastic.testbed.topology import Node
+
+# group -> what a member does. Keep in step with site.yml (tests/unit/testbed/test_groups.py).
+KNOWN_GROUPS: dict[str, str] = {
+    "slurm_controller": "runs slurmctld",
+    "slurm_dbd": "runs slurmdbd and its MariaDB",
+    "slurm_compute": "runs slurmd and the jobs",
+    "nfs_server": "exports /home and /opt/ptc",
+    "nfs_client": "mounts the shares of the nfs_server",
+    "config_server": "a member of the configuration server; runs the elastic manager",
+}
+
+STARTUP_SCRIPT = "startup.sh"
+GROUPS_OPTION = "--groups"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def startup_argument(groups: Iterable[str]) -> str:
+    """The ``--groups`` argument the profile's startup command carries (for tests and tools)."""
+    return f"{GROUPS_OPTION} {','.join(groups)}"
+
+
+def node_groups(node: Node) -> tuple[str, ...]:
+    """The groups the manifest gives ``node``: none when its boot command carries none."""
+    found: list[str] = []
+    for service in node.execute:
+        words = _words(service.command)
+        if not any(w.endswith(STARTUP_SCRIPT) for w in words):
+            continue
+        for i, word in enumerate(words):
+            value = None
+            if word == GROUPS_OPTION and i + 1 < len(words):
+                value = words[i + 1]
+            elif word.startswith(GROUPS_OPTION + "="):
+                value = word.split("=", 1)[1]
+            if value is not None:
+                found += [g.strip() for g in value.split(",") if g.strip()]
+    for group in found:
+        if group not in KNOWN_GROUPS:
+            raise InputError(
+                f"node {node.client_id!r}: the manifest gives it the unknown group {group!r} "
+                f"(known groups: {', '.join(KNOWN_GROUPS)})"
+            )
+    return tuple(dict.fromkeys(found))
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def check_names(groups: Iterable[str], where: str) -> None:
+    """Raise InputError naming ``where`` if a group is not a known one."""
+    for group in groups:
+        if not _NAME.match(group) or group not in KNOWN_GROUPS:
+            raise InputError(
+                f"{where}: unknown group {group!r} (known groups: {', '.join(KNOWN_GROUPS)})"
+            )
