@@ -1,0 +1,3 @@
+from elastic.manager.service import main
+
+main()

@@ -1,0 +1,296 @@
+"""The manager's HTTP API (FastAPI; the schema is at ``/openapi.json``).
+
+Every route but ``/v1/health`` needs ``Authorization: Bearer <token>``. Errors are JSON
+``{"error": kind, "field": name, "message": text}`` with 401 (no or unknown token), 403 (not
+yours), 404 (unknown node, partition or reclamation), 409 (held elsewhere, stale or missing
+PV) or 422 (an invalid field; ``field`` names it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from elastic.errors import InputError, PtcError
+from elastic.manager.auth import Principal
+from elastic.manager.core import Manager
+from elastic.manager.model import NAME_PATTERN, JobRecord, Node, PreemptionRecord, Reclamation
+
+log = logging.getLogger(__name__)
+Name = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63)]
+_bearer = HTTPBearer(auto_error=False, description="the admin token or a partition's token")
+
+NodeName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
+Feature = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class NodeSpec(BaseModel):
+    cpus: int = Field(default=0, ge=0, le=1_000_000)
+    memory_mb: int = Field(default=0, ge=0, le=1_000_000_000)
+    features: list[Feature] = Field(default_factory=list, max_length=64)
+
+
+class PartitionSpec(BaseModel):
+    name: NodeName
+    endpoint: str | None = Field(
+        default=None, max_length=512, description="base URL of the client's NotifyDeletePending"
+    )
+
+
+class PartitionCreated(BaseModel):
+    name: str
+    endpoint: str | None
+    token: str
+
+
+class TokenOut(BaseModel):
+    token: str
+
+
+class AddRequest(BaseModel):
+    nodes: list[NodeName] | None = Field(default=None, max_length=10000)
+    count: int | None = Field(default=None, ge=1, le=100_000)
+    features: list[Feature] = Field(default_factory=list, max_length=64)
+    grace: float | None = Field(
+        default=None, ge=0, le=1e9, description="reclaim a shortfall from others with this GP"
+    )
+
+
+class AddOut(BaseModel):
+    partition: str
+    added: list[str]
+    reclamations: list[str]
+    waiting: int
+
+
+class ReleaseRequest(BaseModel):
+    nodes: list[NodeName] = Field(min_length=1, max_length=10000)
+
+
+class ReleaseOut(BaseModel):
+    released: list[str]
+
+
+class ValuesRequest(BaseModel):
+    values: dict[NodeName, Annotated[float, Field(ge=0.0, le=1.0)]]
+    policy: str = Field(default="", max_length=32)
+    time: float | None = Field(default=None, ge=0, le=1e11, description="epoch s of the snapshot")
+    jobs: list[JobRecord] = Field(default_factory=list, max_length=100_000)
+
+
+class ValuesOut(BaseModel):
+    pv: PreemptionRecord
+    ignored: list[str]
+
+
+class ReclaimRequest(BaseModel):
+    partition: NodeName
+    count: int = Field(ge=1, le=100_000)
+    grace: float = Field(ge=0, le=1e9, description="grace period, seconds")
+
+
+class JobReport(BaseModel):
+    job_id: str = Field(min_length=1, max_length=64)
+    elapsed: float | None = Field(default=None, ge=0, le=1e9)
+    node_count: int | None = Field(default=None, ge=0, le=1_000_000)
+    requeued: bool
+    detail: str = Field(default="", max_length=1000)
+
+
+class JobsReport(BaseModel):
+    jobs: list[JobReport] = Field(max_length=100_000)
+
+
+class Ok(BaseModel):
+    ok: bool = True
+
+
+def _field_of(loc: Sequence[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or ".".join(str(p) for p in loc)
+
+
+def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool = True) -> FastAPI:
+    """The API around ``manager``; with ``run_loop`` a background task calls ``manager.tick``
+    every ``tick_interval`` seconds while the app runs (deadlines, notifications)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(_loop()) if run_loop else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _loop() -> None:
+        while True:
+            try:
+                await asyncio.to_thread(manager.tick)
+            except Exception:  # keep the loop alive; the next tick retries
+                log.exception("manager tick failed")
+            await asyncio.sleep(tick_interval)
+
+    app = FastAPI(
+        title="ptc elastic manager",
+        version="1",
+        description=__doc__,
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(PtcError)
+    async def ptc_error(_: Request, err: PtcError) -> JSONResponse:
+        status = getattr(err, "status", 422 if isinstance(err, InputError) else 409)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        body = {
+            "error": type(err).__name__,
+            "field": getattr(err, "field", ""),
+            "message": str(err),
+        }
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, err: RequestValidationError) -> JSONResponse:
+        errors = err.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        field = _field_of(first.get("loc", ()))
+        body = {
+            "error": "FieldError",
+            "field": field,
+            "message": f"{field}: {first.get('msg', 'invalid')}",
+            "details": [
+                {"field": _field_of(e.get("loc", ())), "message": str(e.get("msg", ""))}
+                for e in errors
+            ],
+        }
+        return JSONResponse(body, status_code=422)
+
+    def caller(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        return manager.authenticate(credentials.credentials if credentials else None)
+
+    Caller = Annotated[Principal, Depends(caller)]
+
+    @app.get("/v1/health", response_model=Ok)
+    def health() -> Ok:
+        return Ok()
+
+    @app.get("/v1/status", summary="Pool, partitions, PV ages, pending reclamations")
+    def status(_: Caller) -> dict[str, Any]:
+        return manager.status()
+
+    @app.get("/v1/nodes", summary="DiscoverResources")
+    def discover(_: Caller) -> list[dict[str, Any]]:
+        nodes: list[dict[str, Any]] = manager.status()["nodes"]
+        return nodes
+
+    @app.put("/v1/nodes/{node}", response_model=Node, summary="Add or update a pool node (admin)")
+    def put_node(node: Name, spec: NodeSpec, who: Caller) -> Node:
+        return manager.register_node(
+            who, node, cpus=spec.cpus, memory_mb=spec.memory_mb, features=spec.features
+        )
+
+    @app.delete("/v1/nodes/{node}", response_model=Ok, summary="Remove a free node (admin)")
+    def delete_node(node: Name, who: Caller) -> Ok:
+        manager.remove_node(who, node)
+        return Ok()
+
+    @app.get("/v1/values", summary="The manager's resource values towards the caller")
+    def values(who: Caller) -> dict[str, float]:
+        return manager.manager_values(who)
+
+    @app.get("/v1/partitions")
+    def partitions(_: Caller) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = manager.status()["partitions"]
+        return parts
+
+    @app.post(
+        "/v1/partitions",
+        response_model=PartitionCreated,
+        status_code=201,
+        summary="CreatePartition (admin)",
+    )
+    def create_partition(spec: PartitionSpec, who: Caller) -> PartitionCreated:
+        part, token = manager.create_partition(who, spec.name, spec.endpoint)
+        return PartitionCreated(name=part.name, endpoint=part.endpoint, token=token)
+
+    @app.get("/v1/partitions/{partition}/token", response_model=TokenOut)
+    def token(partition: Name, who: Caller) -> TokenOut:
+        return TokenOut(token=manager.partition_token(who, partition))
+
+    @app.post("/v1/partitions/{partition}/nodes", response_model=AddOut, summary="AddNodes")
+    def add_nodes(partition: Name, req: AddRequest, who: Caller) -> AddOut:
+        result = manager.add_nodes(
+            who,
+            partition,
+            nodes=req.nodes,
+            count=req.count,
+            features=req.features,
+            grace=req.grace,
+        )
+        return AddOut(
+            partition=result.partition,
+            added=result.added,
+            reclamations=result.reclamations,
+            waiting=result.waiting,
+        )
+
+    @app.post(
+        "/v1/partitions/{partition}/nodes/release", response_model=ReleaseOut, summary="DeleteNodes"
+    )
+    def delete_nodes(partition: Name, req: ReleaseRequest, who: Caller) -> ReleaseOut:
+        return ReleaseOut(released=manager.delete_nodes(who, partition, req.nodes))
+
+    @app.put(
+        "/v1/partitions/{partition}/values", response_model=ValuesOut, summary="SetResourceValues"
+    )
+    def set_values(partition: Name, req: ValuesRequest, who: Caller) -> ValuesOut:
+        pv, ignored = manager.set_values(
+            who, partition, dict(req.values), policy=req.policy, at=req.time, jobs=req.jobs
+        )
+        return ValuesOut(pv=pv, ignored=ignored)
+
+    @app.post(
+        "/v1/reclamations",
+        response_model=Reclamation,
+        status_code=201,
+        summary="Reclaim nodes from a partition (admin)",
+    )
+    def reclaim(req: ReclaimRequest, who: Caller) -> Reclamation:
+        rec = manager.reclaim(who, req.partition, req.count, req.grace)
+        return rec
+
+    @app.get("/v1/reclamations", response_model=list[Reclamation])
+    def reclamations(_: Caller) -> list[Reclamation]:
+        return list(manager.read().reclamations.values())
+
+    @app.get("/v1/reclamations/{reclamation}", response_model=Reclamation)
+    def get_reclamation(reclamation: Name, _: Caller) -> Reclamation:
+        return manager.reclamation(reclamation)
+
+    @app.post("/v1/reclamations/{reclamation}/jobs", response_model=Ok)
+    def report_jobs(reclamation: Name, req: JobsReport, who: Caller) -> Ok:
+        manager.report_jobs(who, reclamation, [j.model_dump(mode="json") for j in req.jobs])
+        return Ok()
+
+    @app.get("/v1/events", summary="The append-only event log")
+    def events(
+        _: Caller,
+        since: Annotated[int, Query(ge=0, le=10**9)] = 0,
+        limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+    ) -> list[dict[str, Any]]:
+        return manager.events(since, limit)
+
+    return app

@@ -1,0 +1,98 @@
+"""The manager's state: one JSON document, validated by pydantic on every load and save."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+
+
+class JobRecord(BaseModel):
+    """A running job as a client saw it when it computed its preemption vector."""
+
+    job_id: str = Field(min_length=1, max_length=64)
+    nodes: list[str] = Field(min_length=1, max_length=10000)
+    elapsed: float = Field(ge=0, le=1e9, description="seconds the job had run at the PV's time")
+    remaining: float | None = Field(
+        default=None, ge=0, le=1e9, description="seconds left (time limit), if known"
+    )
+    priority: float = Field(default=1.0, gt=0, le=1e6)
+    user: str = Field(default="", max_length=64)
+    queue: str = Field(default="", max_length=64)
+
+
+class PreemptionRecord(BaseModel):
+    """A partition's latest preemption vector, as received."""
+
+    time: float = Field(description="wall-clock time (epoch s) of the snapshot the PV describes")
+    received: float = Field(description="when the manager received it")
+    policy: str = ""
+    values: dict[str, float] = Field(default_factory=dict)
+    jobs: list[JobRecord] = Field(default_factory=list)
+
+
+class Node(BaseModel):
+    name: str
+    cpus: int = 0
+    memory_mb: int = 0
+    features: list[str] = Field(default_factory=list)
+    owner: str | None = None
+    since: float = 0.0
+
+
+class Partition(BaseModel):
+    name: str
+    endpoint: str | None = None
+    created: float = 0.0
+    pv: PreemptionRecord | None = None
+
+
+class Reclamation(BaseModel):
+    id: str
+    partition: str
+    beneficiary: str | None = None  # the partition that gets the nodes; None: the pool
+    requested_by: str
+    count: int
+    grace: float
+    requested_at: float
+    deadline: float
+    policy: str
+    pv_time: float
+    values: dict[str, float]  # the vector the nodes were chosen from (restricted to the partition)
+    chosen: list[str]
+    jobs: list[JobRecord]  # jobs of the PV that ran on the chosen nodes
+    released: dict[str, float] = Field(default_factory=dict)  # node -> time the client let go
+    forced: list[str] = Field(default_factory=list)  # nodes taken at the deadline
+    state: Literal["pending", "done"] = "pending"
+    finished_at: float | None = None
+    last_notified: float | None = None
+    notifications: int = 0
+    notify_error: str = ""
+    wasted_cycles: float | None = None
+
+    @property
+    def outstanding(self) -> list[str]:
+        return [n for n in self.chosen if n not in self.released and n not in self.forced]
+
+
+class Event(BaseModel):
+    seq: int
+    time: float
+    kind: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class State(BaseModel):
+    schema_version: int = 1
+    nodes: dict[str, Node] = Field(default_factory=dict)
+    partitions: dict[str, Partition] = Field(default_factory=dict)
+    reclamations: dict[str, Reclamation] = Field(default_factory=dict)
+    events: list[Event] = Field(default_factory=list)
+    next_reclamation: int = 1
+
+    def append(self, time: float, kind: str, **data: Any) -> Event:
+        event = Event(seq=len(self.events) + 1, time=time, kind=kind, data=data)
+        self.events.append(event)
+        return event

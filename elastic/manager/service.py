@@ -1,0 +1,120 @@
+"""Running the manager as a service: its configuration file and ``python -m elastic.manager``.
+
+Configuration (YAML)::
+
+    listen: 10.10.1.1            # the experiment LAN address; 0.0.0.0 and :: are refused
+    port: 8700
+    state: /var/lib/ptc-elastic/state.json
+    tokens: /etc/ptc-elastic/tokens  # admin.token, partition-<name>.token (0600)
+    notify_interval: 60          # seconds between NotifyDeletePending repeats
+    max_pv_age: 120              # older preemption vectors are refused
+    tick_interval: 1
+    pool:                        # nodes added to the pool at start (kept if already there)
+      - {name: node-0, cpus: 4, memory_mb: 8192, features: [x86_64]}
+    partitions:                  # created at start if missing; token files made
+      - {name: slurm, endpoint: "http://10.10.1.1:8701"}
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from elastic.errors import InputError
+from elastic.events import to_logger
+from elastic.manager.auth import Principal, Tokens
+from elastic.manager.core import Manager, ManagerConfig
+from elastic.manager.store import JsonFileStore
+
+log = logging.getLogger("ptc.elastic.manager")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    listen: str
+    port: int = 8700
+    state: Path = Path("/var/lib/ptc-elastic/state.json")
+    tokens: Path = Path("/etc/ptc-elastic/tokens")
+    notify_interval: float = 60.0
+    max_pv_age: float = 120.0
+    tick_interval: float = 1.0
+    pool: tuple[dict[str, Any], ...] = ()
+    partitions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    @classmethod
+    def load(cls, path: Path) -> ServiceConfig:
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise InputError(f"{path}: cannot read the manager configuration: {err}") from err
+        if not isinstance(raw, dict):
+            raise InputError(f"{path}: expected a mapping")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise InputError(f"{path}: unknown setting {unknown[0]!r}")
+        if "listen" not in raw:
+            raise InputError(f"{path}: listen: missing (the LAN address to listen on)")
+        check_listen(str(raw["listen"]), f"{path}: listen")
+        for key in ("pool", "partitions"):
+            items = raw.get(key) or []
+            if not isinstance(items, list) or not all(
+                isinstance(i, dict) and "name" in i for i in items
+            ):
+                raise InputError(f"{path}: {key}: expected a list of mappings with a name")
+            raw[key] = tuple(items)
+        for key in ("state", "tokens"):
+            if key in raw:
+                raw[key] = Path(raw[key])
+        return cls(**raw)
+
+
+def check_listen(address: str, where: str = "listen") -> None:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        raise InputError(f"{where}: {address!r} is not an IP address") from None
+    if ip.is_unspecified:
+        raise InputError(f"{where}: {address} listens everywhere; give the LAN address")
+
+
+def build_manager(config: ServiceConfig) -> Manager:
+    manager = Manager(
+        JsonFileStore(config.state),
+        Tokens(config.tokens),
+        config=ManagerConfig(notify_interval=config.notify_interval, max_pv_age=config.max_pv_age),
+        on_event=to_logger(log),
+    )
+    admin = Principal("admin", admin=True)
+    for node in config.pool:
+        manager.register_node(
+            admin,
+            str(node["name"]),
+            cpus=int(node.get("cpus", 0)),
+            memory_mb=int(node.get("memory_mb", 0)),
+            features=[str(f) for f in node.get("features", [])],
+        )
+    for part in config.partitions:
+        manager.ensure_partition(str(part["name"]), part.get("endpoint"))
+    return manager
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="ptc-elastic-manager", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=Path("/etc/ptc-elastic/manager.yml"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    config = ServiceConfig.load(args.config)
+    import uvicorn
+
+    from elastic.manager.app import create_app
+
+    app = create_app(build_manager(config), tick_interval=config.tick_interval)
+    # access_log off: request lines carry no token, but there is no need for them either.
+    uvicorn.run(app, host=config.listen, port=config.port, access_log=False, log_level="info")
