@@ -3,9 +3,13 @@
 The profile runs in a subprocess (``python -m elastic.testbed.portal_runner``) so its global
 state (geni-lib's singleton portal context, atexit hooks, ``sys.exit``) cannot leak into ptc,
 with the real geni-lib from PyPI plus ``genilib_compat``'s workarounds. Parameters travel the
-portal's way: ``GENILIB_PORTAL_PARAMS_PATH`` (JSON of values), the RSpec comes back through
-``GENILIB_PORTAL_REQUEST_PATH``. The last run's stdout/stderr is kept in
-``$PTC_HOME/logs/render-<profile>.log`` for debugging.
+portal line's way: ``GENILIB_PORTAL_PARAMS_PATH`` holds ``{"bindings": {name: {"value": v}}}``
+(struct members and list items wrapped the same way), and parameter errors come back either as
+that object annotated with ``errors``/``warnings`` or, from an older geni-lib, as a JSON list;
+both are read. The RSpec comes back through ``GENILIB_PORTAL_REQUEST_PATH``. Parameter
+warnings (``reportWarning``) are returned; with ``warnings_fatal`` they are errors, as on the
+portal's first run (``GENILIB_PORTAL_WARNINGS_ARE_FATAL``). The last run's stdout/stderr is
+kept in ``$PTC_HOME/logs/render-<profile>.log`` for debugging.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,19 @@ class ProfileParameter:
     description: str
     legal_values: list[Any] | None = None
     advanced: bool = False
+    multi_value: bool = False
+    members: list[ProfileParameter] | None = None  # of a struct parameter
+
+
+@dataclass(frozen=True)
+class ParameterWarning:
+    """A warning a profile reported about its parameters (``reportWarning``)."""
+
+    message: str
+    params: list[str]
+
+    def __str__(self) -> str:
+        return f"{', '.join(self.params) or '(no parameter)'}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -51,27 +68,43 @@ class RenderRun:
     stdout: str
     stderr: str
     log_path: Path
+    warnings: list[ParameterWarning] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Rendered:
-    """A profile's request RSpec, as XML and as a validated topology."""
+    """A profile's request RSpec, as XML and as a validated topology, and its warnings."""
 
     xml: bytes
     topology: Topology
+    warnings: list[ParameterWarning] = field(default_factory=list)
 
 
-def render_request(profile: Path, params: Mapping[str, str]) -> Rendered:
-    """Run the profile, parse its request RSpec and validate it: the one way in for every caller."""
-    xml = render_profile(profile, params)
-    topology = rspec.parse_request(xml)
+def render_request(
+    profile: Path, params: Mapping[str, Any], *, warnings_fatal: bool = False
+) -> Rendered:
+    """Run the profile, parse its request RSpec and validate it: the one way in for every caller.
+
+    Parameter warnings are returned in ``Rendered.warnings``; with ``warnings_fatal`` they are
+    errors (InputError), as on the portal's first run of a profile.
+    """
+    run = run_profile(profile, params, warnings_fatal=warnings_fatal)
+    _raise_for(run, profile, params)
+    assert run.request is not None  # _raise_for checked it
+    topology = rspec.parse_request(run.request)
     rspec.validate(topology)
-    return Rendered(xml, topology)
+    return Rendered(run.request, topology, run.warnings)
 
 
-def render_profile(profile: Path, params: Mapping[str, str]) -> bytes:
-    """Return the request RSpec the profile produces for ``params`` (raises PtcError)."""
-    run = run_profile(profile, params)
+def render_profile(
+    profile: Path, params: Mapping[str, Any], *, warnings_fatal: bool = True
+) -> bytes:
+    """Return the request RSpec the profile produces for ``params`` (raises PtcError).
+
+    Warnings are fatal by default here: this is what ``ptc up`` uses, and the portal makes
+    them fatal when it instantiates a profile.
+    """
+    run = run_profile(profile, params, warnings_fatal=warnings_fatal)
     _raise_for(run, profile, params)
     assert run.request is not None  # _raise_for checked it
     return run.request
@@ -85,7 +118,22 @@ def profile_parameters(profile: Path) -> list[ProfileParameter]:
     return run.parameters
 
 
-def run_profile(profile: Path, params: Mapping[str, str]) -> RenderRun:
+def to_bindings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameter values in the portal line's file form, every value wrapped as ``{"value": v}``."""
+
+    def wrap(value: Any) -> dict[str, Any]:
+        if isinstance(value, Mapping):
+            return {"value": {str(k): wrap(v) for k, v in value.items()}}
+        if isinstance(value, list | tuple):
+            return {"value": [wrap(v) for v in value]}
+        return {"value": value}
+
+    return {"bindings": {name: wrap(value) for name, value in params.items()}}
+
+
+def run_profile(
+    profile: Path, params: Mapping[str, Any], *, warnings_fatal: bool = False
+) -> RenderRun:
     """Run the profile once in portal mode; does not interpret the outcome."""
     profile = Path(profile)
     if not profile.is_file():
@@ -95,8 +143,11 @@ def run_profile(profile: Path, params: Mapping[str, str]) -> RenderRun:
         params_path = tmpdir / "params.json"
         request_path = tmpdir / "request.xml"
         dump_path = tmpdir / "parameters.json"
-        params_path.write_text(json.dumps(dict(params)))
+        params_path.write_text(json.dumps(to_bindings(params)))
         env = dict(os.environ)
+        env.pop("GENILIB_PORTAL_WARNINGS_ARE_FATAL", None)
+        if warnings_fatal:
+            env["GENILIB_PORTAL_WARNINGS_ARE_FATAL"] = "1"
         env.update(
             {
                 "GENILIB_PORTAL_MODE": "1",
@@ -115,7 +166,8 @@ def run_profile(profile: Path, params: Mapping[str, str]) -> RenderRun:
                 cwd=tmpdir,
                 env=env,
                 capture_output=True,
-                text=True,
+                encoding="utf-8",
+                errors="replace",  # a profile may print bytes that are not UTF-8
                 timeout=RENDER_TIMEOUT_S,
                 check=False,
             )
@@ -124,7 +176,7 @@ def run_profile(profile: Path, params: Mapping[str, str]) -> RenderRun:
                 f"profile {profile.name!r} did not finish within {RENDER_TIMEOUT_S} s"
             ) from err
         request = request_path.read_bytes() if request_path.is_file() else None
-        parameters = _read_parameters(dump_path)
+        parameters, warnings = _read_dump(dump_path)
     log_path = paths.home() / "logs" / f"render-{profile.stem}.log"
     atomic.write_text(
         log_path,
@@ -132,26 +184,38 @@ def run_profile(profile: Path, params: Mapping[str, str]) -> RenderRun:
         f"# exit status: {proc.returncode}\n--- stdout ---\n{proc.stdout}\n"
         f"--- stderr ---\n{proc.stderr}\n",
     )
-    return RenderRun(proc.returncode, request, parameters, proc.stdout, proc.stderr, log_path)
+    return RenderRun(
+        proc.returncode, request, parameters, proc.stdout, proc.stderr, log_path, warnings
+    )
 
 
-def _read_parameters(path: Path) -> list[ProfileParameter]:
+def _parameter(d: dict[str, Any]) -> ProfileParameter:
+    members = d.get("members")
+    return ProfileParameter(
+        name=d["name"],
+        type=d["type"],
+        default=d["default"],
+        description=d.get("description") or "",
+        legal_values=d.get("legal_values"),
+        advanced=bool(d.get("advanced")),
+        multi_value=bool(d.get("multi_value")),
+        members=[_parameter(m) for m in members] if members is not None else None,
+    )
+
+
+def _read_dump(path: Path) -> tuple[list[ProfileParameter], list[ParameterWarning]]:
     if not path.is_file():
-        return []
-    return [
-        ProfileParameter(
-            name=d["name"],
-            type=d["type"],
-            default=d["default"],
-            description=d.get("description") or "",
-            legal_values=d.get("legal_values"),
-            advanced=bool(d.get("advanced")),
-        )
-        for d in json.loads(path.read_text())
+        return [], []
+    data = json.loads(path.read_text())
+    parameters = [_parameter(d) for d in data.get("parameters", [])]
+    warnings = [
+        ParameterWarning(str(w.get("message", "")), [str(p) for p in w.get("params") or []])
+        for w in data.get("warnings", [])
     ]
+    return parameters, warnings
 
 
-def _raise_for(run: RenderRun, profile: Path, params: Mapping[str, str]) -> None:
+def _raise_for(run: RenderRun, profile: Path, params: Mapping[str, Any]) -> None:
     if run.status == EXIT_SCRIPT_ERROR or (run.status != 0 and run.status < _PORTAL_ERROR_BASE):
         raise _script_error(profile, run)
     known = [p.name for p in run.parameters]
@@ -181,7 +245,7 @@ def _script_error(profile: Path, run: RenderRun) -> PtcError:
     )
 
 
-def _portal_error(profile: Path, run: RenderRun, params: Mapping[str, str]) -> PtcError:
+def _portal_error(profile: Path, run: RenderRun, params: Mapping[str, Any]) -> PtcError:
     errors = _portal_errors(run.stderr)
     if errors is None:
         return _script_error(profile, run)
@@ -198,15 +262,56 @@ def _portal_error(profile: Path, run: RenderRun, params: Mapping[str, str]) -> P
 
 
 def _portal_errors(stderr: str) -> list[dict[str, Any]] | None:
-    """The JSON list verifyParameters() wrote; it may follow warnings on earlier lines."""
-    start = stderr.find("[")
-    while start != -1:
+    """What verifyParameters() wrote, in either protocol, as a list of error records.
+
+    geni-lib 0.9.9.4 writes a JSON list of errors; the portal line answers a bindings file with
+    the bindings object annotated with ``errors`` and ``warnings`` (each a map from an index to
+    a message), and marks the bindings they concern. Either may follow other output.
+    """
+    decoder = json.JSONDecoder()
+    for pos, char in enumerate(stderr):
+        if char not in "[{":
+            continue
         try:
-            value, _ = json.JSONDecoder().raw_decode(stderr[start:])
+            value, _ = decoder.raw_decode(stderr[pos:])
         except json.JSONDecodeError:
-            start = stderr.find("[", start + 1)
             continue
         if isinstance(value, list) and all(isinstance(v, dict) for v in value):
             return value
-        start = stderr.find("[", start + 1)
+        if isinstance(value, dict) and ("errors" in value or "warnings" in value):
+            return _errors_from_object(value)
     return None
+
+
+def _errors_from_object(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    marked: dict[str, list[str]] = {}
+
+    def walk(bindings: Any, path: str) -> None:
+        if isinstance(bindings, dict):
+            for key, entry in bindings.items():
+                here = f"{path}.{key}" if path else str(key)
+                if isinstance(entry, dict):
+                    for index in (entry.get("errors") or []) + (entry.get("warnings") or []):
+                        marked.setdefault(str(index), []).append(here)
+                    walk(entry.get("value"), here)
+        elif isinstance(bindings, list):
+            for i, entry in enumerate(bindings):
+                here = f"{path}[{i}]"
+                if isinstance(entry, dict):
+                    for index in (entry.get("errors") or []) + (entry.get("warnings") or []):
+                        marked.setdefault(str(index), []).append(here)
+                    walk(entry.get("value"), here)
+
+    walk(obj.get("bindings"), "")
+    out = []
+    for key, kind in (("errors", "ParameterError"), ("warnings", "ParameterWarning")):
+        for index, rec in sorted((obj.get(key) or {}).items(), key=lambda kv: int(kv[0])):
+            rec = rec if isinstance(rec, dict) else {"message": str(rec)}
+            out.append(
+                {
+                    "errorType": rec.get("errorType", kind),
+                    "message": rec.get("message", "(no message)"),
+                    "params": rec.get("params") or marked.get(str(index), []),
+                }
+            )
+    return out
