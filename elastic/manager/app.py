@@ -114,6 +114,17 @@ class Ok(BaseModel):
     ok: bool = True
 
 
+def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    manager: Manager = request.app.state.manager
+    return manager.authenticate(credentials.credentials if credentials else None)
+
+
+Caller = Annotated[Principal, Depends(_caller)]
+
+
 def _field_of(loc: Sequence[Any]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or ".".join(str(p) for p in loc)
@@ -148,6 +159,7 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         description=__doc__,
         lifespan=lifespan,
     )
+    app.state.manager = manager
 
     @app.exception_handler(PtcError)
     async def ptc_error(_: Request, err: PtcError) -> JSONResponse:
@@ -176,23 +188,16 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         }
         return JSONResponse(body, status_code=422)
 
-    def caller(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> Principal:
-        return manager.authenticate(credentials.credentials if credentials else None)
-
-    Caller = Annotated[Principal, Depends(caller)]
-
     @app.get("/v1/health", response_model=Ok)
     def health() -> Ok:
         return Ok()
 
     @app.get("/v1/status", summary="Pool, partitions, PV ages, pending reclamations")
-    def status(_: Caller) -> dict[str, Any]:
+    def status(who: Caller) -> dict[str, Any]:
         return manager.status()
 
     @app.get("/v1/nodes", summary="DiscoverResources")
-    def discover(_: Caller) -> list[dict[str, Any]]:
+    def discover(who: Caller) -> list[dict[str, Any]]:
         nodes: list[dict[str, Any]] = manager.status()["nodes"]
         return nodes
 
@@ -212,7 +217,7 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         return manager.manager_values(who)
 
     @app.get("/v1/partitions")
-    def partitions(_: Caller) -> list[dict[str, Any]]:
+    def partitions(who: Caller) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = manager.status()["partitions"]
         return parts
 
@@ -273,11 +278,11 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         return rec
 
     @app.get("/v1/reclamations", response_model=list[Reclamation])
-    def reclamations(_: Caller) -> list[Reclamation]:
+    def reclamations(who: Caller) -> list[Reclamation]:
         return list(manager.read().reclamations.values())
 
     @app.get("/v1/reclamations/{reclamation}", response_model=Reclamation)
-    def get_reclamation(reclamation: Name, _: Caller) -> Reclamation:
+    def get_reclamation(reclamation: Name, who: Caller) -> Reclamation:
         return manager.reclamation(reclamation)
 
     @app.post("/v1/reclamations/{reclamation}/jobs", response_model=Ok)
@@ -287,7 +292,7 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
 
     @app.get("/v1/events", summary="The append-only event log")
     def events(
-        _: Caller,
+        who: Caller,
         since: Annotated[int, Query(ge=0, le=10**9)] = 0,
         limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
     ) -> list[dict[str, Any]]:
