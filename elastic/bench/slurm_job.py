@@ -1,7 +1,9 @@
-"""Submitting a batch job through Slurm on a cluster's controller and waiting for its end.
+"""Slurm on a cluster's controller, over SSH: submitting batch jobs and job arrays, reading sacct.
 
 Everything goes over SSH to the controller with the experiment's ssh_config, so the same code
-runs against the local testbed and CloudLab.
+runs against the local testbed and CloudLab. A failed command raises
+:class:`~elastic.errors.RemoteError`, one that does not finish in time
+:class:`~elastic.errors.RemoteTimeout`; both name the host and the command.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic.errors import PtcError
+from elastic.errors import RemoteError, RemoteTimeout
 
 TERMINAL = {
     "COMPLETED",
@@ -26,6 +28,24 @@ TERMINAL = {
     "BOOT_FAIL",
     "DEADLINE",
 }
+RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"}
+
+# The accounting fields every dataset row carries (sacct -o), in this order.
+SACCT_FIELDS = (
+    "JobID",
+    "State",
+    "ExitCode",
+    "Elapsed",
+    "ElapsedRaw",
+    "TotalCPU",
+    "MaxRSS",
+    "AllocCPUS",
+    "NodeList",
+    "ConsumedEnergyRaw",
+    "Submit",
+    "Start",
+    "End",
+)
 
 
 @dataclass(frozen=True)
@@ -34,16 +54,28 @@ class Remote:
     host: str
 
     def run(self, command: str, stdin: str | None = None, timeout: float = 300) -> str:
-        proc = subprocess.run(
-            ["ssh", "-F", str(self.ssh_config), self.host, command],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        try:
+            proc = subprocess.run(
+                ["ssh", "-F", str(self.ssh_config), self.host, command],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as err:
+            raise RemoteTimeout(
+                f"{self.host}: `{command}` did not finish in {timeout:.0f}s",
+                host=self.host,
+                command=command,
+                timeout_s=timeout,
+            ) from err
         if proc.returncode != 0:
-            raise PtcError(
-                f"{self.host}: `{command}` failed ({proc.returncode}): {proc.stderr.strip()}"
+            raise RemoteError(
+                f"{self.host}: `{command}` failed ({proc.returncode}): {proc.stderr.strip()}",
+                host=self.host,
+                command=command,
+                returncode=proc.returncode,
+                output=proc.stdout + proc.stderr,
             )
         return proc.stdout
 
@@ -61,13 +93,89 @@ def as_user(user: str, command: str) -> str:
     return f"runuser -u {shlex.quote(user)} -- sh -c {shlex.quote(command)}"
 
 
-def submit(remote: Remote, user: str, workdir: str, script: str) -> str:
-    command = f"sbatch --parsable --chdir={shlex.quote(workdir)}"
+def submit(remote: Remote, user: str, workdir: str, script: str, *options: str) -> str:
+    """``sbatch`` the script (on stdin) as ``user`` in ``workdir``; returns the job id."""
+    extra = "".join(f" {shlex.quote(o)}" for o in options)
+    command = f"sbatch --parsable --chdir={shlex.quote(workdir)}{extra}"
     out = remote.run(as_user(user, command), stdin=script).strip()
     job_id = out.split(";")[0]
     if not job_id.isdigit():
-        raise PtcError(f"sbatch did not return a job id: {out!r}")
+        raise RemoteError(
+            f"{remote.host}: sbatch did not return a job id: {out!r}",
+            host=remote.host,
+            command=command,
+            returncode=0,
+            output=out,
+        )
     return job_id
+
+
+def parse_sacct(text: str, fields: Iterable[str] = SACCT_FIELDS) -> dict[str, dict[str, str]]:
+    """``sacct -n -P -o FIELDS`` output as JobID -> {field: value}."""
+    names = list(fields)
+    rows: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != len(names):
+            continue
+        row = dict(zip(names, parts, strict=True))
+        row["State"] = row.get("State", "").split()[0] if row.get("State") else ""
+        rows[row["JobID"]] = row
+    return rows
+
+
+def sacct(remote: Remote, job_ids: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Allocation lines (-X) of the jobs or arrays, by JobID (``123`` or ``123_4``)."""
+    ids = ",".join(job_ids)
+    if not ids:
+        return {}
+    out = remote.run(f"sacct -X -n -P -j {ids} -o {','.join(SACCT_FIELDS)}")
+    return parse_sacct(out)
+
+
+def sacct_steps_maxrss(remote: Remote, job_ids: Iterable[str]) -> dict[str, str]:
+    """The largest MaxRSS over each job's steps (sacct reports it per step, not per allocation)."""
+    ids = ",".join(job_ids)
+    if not ids:
+        return {}
+    out = remote.run(f"sacct -n -P -j {ids} -o JobID,MaxRSS")
+    best: dict[str, tuple[float, str]] = {}
+    for line in out.splitlines():
+        job, _, rss = line.partition("|")
+        base = job.split(".")[0]
+        value = parse_size_bytes(rss)
+        if value is not None and value >= best.get(base, (-1.0, ""))[0]:
+            best[base] = (value, rss)
+    return {job: rss for job, (_, rss) in best.items()}
+
+
+def parse_size_bytes(text: str) -> float | None:
+    """sacct sizes (``1234K``, ``5M``, ``0``) in bytes; None when empty."""
+    text = text.strip()
+    if not text:
+        return None
+    units = {"K": 1024.0, "M": 1024.0**2, "G": 1024.0**3, "T": 1024.0**4}
+    scale = units.get(text[-1].upper())
+    try:
+        return float(text[:-1]) * scale if scale else float(text)
+    except ValueError:
+        return None
+
+
+def parse_duration_s(text: str) -> float | None:
+    """sacct durations ``[D-]HH:MM:SS[.mmm]`` or ``MM:SS.mmm`` in seconds; None when empty."""
+    text = text.strip()
+    if not text:
+        return None
+    days = 0.0
+    if "-" in text:
+        d, text = text.split("-", 1)
+        days = float(d)
+    parts = [float(p) for p in text.split(":")]
+    seconds = 0.0
+    for p in parts:
+        seconds = seconds * 60 + p
+    return days * 86400 + seconds
 
 
 def wait(
@@ -75,22 +183,29 @@ def wait(
     job_id: str,
     timeout: float = 1800,
     on_state: Callable[[str], None] | None = None,
+    poll_s: float = 2,
 ) -> JobResult:
+    """Wait for one job's end (sacct knows finished jobs; squeue only live ones)."""
     deadline = time.monotonic() + timeout
     state = "PENDING"
     while time.monotonic() < deadline:
-        # sacct knows finished jobs (accounting); squeue only running ones.
-        line = (
-            remote.run(f"sacct -j {job_id} -X -n -P -o State,ExitCode,ElapsedRaw,NodeList")
-            .strip()
-            .splitlines()
-        )
-        if line:
-            state, exit_code, elapsed, nodelist = line[0].split("|")
-            state = state.split()[0]
+        row = sacct(remote, [job_id]).get(job_id)
+        if row:
+            state = row["State"]
             if on_state:
                 on_state(state)
             if state in TERMINAL:
-                return JobResult(job_id, state, exit_code, float(elapsed or 0), nodelist)
-        time.sleep(2)
-    raise PtcError(f"job {job_id} still {state} after {timeout:.0f}s")
+                return JobResult(
+                    job_id,
+                    state,
+                    row["ExitCode"],
+                    float(row["ElapsedRaw"] or 0),
+                    row["NodeList"],
+                )
+        time.sleep(poll_s)
+    raise RemoteTimeout(
+        f"{remote.host}: job {job_id} still {state} after {timeout:.0f}s",
+        host=remote.host,
+        command=f"sacct -j {job_id}",
+        timeout_s=timeout,
+    )
