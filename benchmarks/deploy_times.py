@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from elastic.deploy import runner  # noqa: E402
+from elastic.deploy.target import Target  # noqa: E402
 from elastic.testbed import experiment as experiments  # noqa: E402
 from elastic.testbed import lifecycle  # noqa: E402
 
@@ -43,7 +44,7 @@ class Row:
 def timed_deploy(exp: experiments.Experiment, label: str, rows: list[Row], console: Console,
                  limit: str | None = None) -> None:  # fmt: skip
     started = time.monotonic()
-    result = runner.deploy(exp, limit=limit, console=console)
+    result = runner.deploy(Target.of_experiment(exp), limit=limit)
     rows.append(Row(label.split(":")[0], label.split(":")[1], time.monotonic() - started,
                     result.changed, len(result.hosts)))  # fmt: skip
     console.print(f"[bold]{label}[/]: {rows[-1].seconds:.1f}s, {result.describe()}")
@@ -51,21 +52,21 @@ def timed_deploy(exp: experiments.Experiment, label: str, rows: list[Row], conso
 
 def measure(size: int, add_node: bool, prefix: str, rows: list[Row], console: Console) -> None:
     name = f"{prefix}-{size}"
-    exp = lifecycle.up(PROFILE, {"computeNodeCount": str(size)}, name, "local", None, console)
+    exp = lifecycle.up(PROFILE, {"computeNodeCount": str(size)}, name, "local", None)
     try:
         timed_deploy(exp, f"1+{size}:first run", rows, console)
         timed_deploy(exp, f"1+{size}:second run", rows, console)
         if add_node:
             late = f"node-{size}"
             started = time.monotonic()
-            exp, _ = lifecycle.modify(name, {"computeNodeCount": str(size + 1)}, console)
+            exp, _ = lifecycle.modify(name, {"computeNodeCount": str(size + 1)})
             seconds = time.monotonic() - started
             rows.append(Row(f"1+{size}", f"ptc modify: start {late}", seconds, 0, 1))
             console.print(f"[bold]ptc modify[/]: {seconds:.1f}s")
             timed_deploy(exp, f"1+{size}:add {late} (--limit {late},head)", rows, console,
                          limit=f"{late},head")  # fmt: skip
     finally:
-        lifecycle.down(name, console)
+        lifecycle.down(name)
 
 
 def main() -> None:

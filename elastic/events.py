@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     BEGIN = "begin"  # an operation starts; ``total`` is its size when known
     PROGRESS = "progress"  # ``done`` of ``total`` units are finished
     STATUS = "status"  # what is happening now, in ``message``
@@ -113,3 +113,23 @@ def to_logger(logger: logging.Logger, progress_level: int = logging.DEBUG) -> On
 def collect(into: list[Event]) -> OnEvent:
     """A callback that keeps every event, for tests and for callers that summarise afterwards."""
     return into.append
+
+
+class Steps:
+    """Counts the steps of one operation and reports each: BEGIN now, PROGRESS per step."""
+
+    def __init__(self, report: Reporter, message: str, total: int | None = None) -> None:
+        self._report = report
+        self.total = total
+        self.done = 0
+        report.begin(message, total=total)
+
+    def advance(self, message: str = "") -> None:
+        self.done += 1
+        self._report.progress(self.done, self.total, message)
+
+    def status(self, message: str) -> None:
+        self._report.status(message)
+
+    def finish(self, message: str = "") -> None:
+        self._report.end(message)

@@ -9,7 +9,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from elastic.errors import PtcError
+from elastic.cli import render
+from elastic.errors import InputError
 from elastic.testbed import experiment as experiments
 
 console = Console()
@@ -22,11 +23,11 @@ def parse_extravars(values: list[str] | None) -> dict[str, Any]:
     for item in values or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise PtcError(f"-e {item!r} is not of the form NAME=VALUE")
+            raise InputError(f"-e {item!r} is not of the form NAME=VALUE")
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw else ""
         except yaml.YAMLError as err:
-            raise PtcError(f"-e {item!r}: the value is not valid YAML ({err})") from err
+            raise InputError(f"-e {item!r}: the value is not valid YAML ({err})") from err
     return out
 
 
@@ -44,9 +45,12 @@ def deploy(
 ) -> None:
     """Run the playbook on an experiment's nodes (ansible-runner), with progress and a recap."""
     from elastic.deploy import runner
+    from elastic.deploy.target import Target
 
     exp = experiments.load(experiment)
-    result = runner.deploy(exp, playbook, limit, parse_extravars(extra), err_console)
+    target = Target.of_experiment(exp)
+    with render.progress(err_console) as on_event:
+        result = runner.deploy(target, playbook, limit, parse_extravars(extra), on_event)
     table = Table(title=f"{exp.name}: {result.playbook}", show_header=True)
     for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
         table.add_column(column, justify="left" if column == "host" else "right")
@@ -61,9 +65,11 @@ def deploy(
 def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -> None:
     """Check every node with the testinfra suite (tests/infra); failures name node and check."""
     from elastic.deploy import verify as verifier
+    from elastic.deploy.target import Target
 
     exp = experiments.load(experiment)
-    result = verifier.verify(exp, err_console)
+    with render.progress(err_console) as on_event:
+        result = verifier.verify(Target.of_experiment(exp), on_event)
     table = Table(title=f"{exp.name}: tests/infra", show_header=True)
     for column in ("node", "check", "result"):
         table.add_column(column)

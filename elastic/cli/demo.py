@@ -16,6 +16,7 @@ from rich.table import Table
 
 from elastic.bench import campaign as campaigns
 from elastic.bench import hpcc
+from elastic.cli import render
 from elastic.cli.bench import default_dataset
 from elastic.errors import PtcError
 from elastic.paths import REPO_ROOT
@@ -35,6 +36,7 @@ def demo(
 ) -> None:
     """Run the whole pipeline on the local testbed and summarise it."""
     from elastic.deploy import runner, verify
+    from elastic.deploy.target import Target
 
     stages: list[tuple[str, float, str]] = []
 
@@ -51,17 +53,21 @@ def demo(
             )
         stage("nodes (reused)", started, f"{name} already up")
     else:
-        exp = lifecycle.up(
-            profile, {"computeNodeCount": str(nodes)}, name, "local", None, err_console
-        )
+        with render.progress(err_console) as on_event:
+            exp = lifecycle.up(
+                profile, {"computeNodeCount": str(nodes)}, name, "local", None, on_event
+            )
         stage("nodes", started, f"1+{nodes} containers")
 
+    target = Target.of_experiment(exp)
     started = time.monotonic()
-    result = runner.deploy(exp, console=err_console)
+    with render.progress(err_console) as on_event:
+        result = runner.deploy(target, on_event=on_event)
     stage("deploy", started, result.describe())
 
     started = time.monotonic()
-    checks = verify.verify(exp, console=err_console)
+    with render.progress(err_console) as on_event:
+        checks = verify.verify(target, on_event)
     stage("verify", started, f"testinfra: {checks.describe()}")
 
     started = time.monotonic()
@@ -89,7 +95,8 @@ def demo(
     if row.get("error"):
         raise PtcError(f"the benchmark run did not produce figures: {row['error']}")
     if not keep:
-        lifecycle.down(name, err_console)
+        with render.progress(err_console) as on_event:
+            lifecycle.down(name, on_event)
 
 
 def register(app: typer.Typer) -> None:

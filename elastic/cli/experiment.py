@@ -11,10 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli import render
 from elastic.cli.profile import ParamOpt, parse_params
-from elastic.errors import PtcError
+from elastic.errors import InputError
+from elastic.testbed import backends, lifecycle, rspec
 from elastic.testbed import experiment as experiments
-from elastic.testbed import lifecycle, rspec
 
 console = Console()
 err_console = Console(stderr=True)
@@ -24,19 +25,23 @@ def up(
     profile: Annotated[Path, typer.Argument(help="geni-lib profile script")],
     name: Annotated[str, typer.Option("--name", "-n", help="experiment name")] = "ptc",
     param: ParamOpt = None,
-    local: Annotated[
-        bool, typer.Option("--local", help="the local container testbed (default)")
-    ] = False,
+    testbed: Annotated[
+        str | None,
+        typer.Option("--testbed", help=f"one of: {', '.join(backends.names())} (default local)"),
+    ] = None,
+    local: Annotated[bool, typer.Option("--local", help="same as --testbed local")] = False,
     site: Annotated[
-        str | None, typer.Option(help="CloudLab site: utah, wisconsin, clemson, apt")
+        str | None,
+        typer.Option(help="CloudLab site: utah, wisconsin, clemson, apt (implies cloudlab)"),
     ] = None,
 ) -> None:
     """Instantiate PROFILE as a named experiment and write its manifest and inventory."""
-    if local and site:
-        raise PtcError("choose either --local or --site, not both")
-    testbed = "cloudlab" if site else "local"
+    if local and (site or testbed not in (None, "local")):
+        raise InputError("--local contradicts --site/--testbed: choose one testbed")
+    chosen = testbed or ("cloudlab" if site else "local")
     started = time.monotonic()
-    exp = lifecycle.up(profile, parse_params(param), name, testbed, site, err_console)
+    with render.progress(err_console) as on_event:
+        exp = lifecycle.up(profile, parse_params(param), name, chosen, site, on_event)
     err_console.print(
         f"[green]experiment {exp.name} is ready[/] in {time.monotonic() - started:.1f}s: "
         f"inventory {exp.inventory_dir / 'hosts.yml'}"
@@ -54,9 +59,10 @@ def modify(
     `ptc deploy NAME --limit NEW_NODES,head`, and drop removed ones with `--limit head`."""
     params = parse_params(param)
     if not params:
-        raise PtcError("give the parameters to change, e.g. --param computeNodeCount=3")
+        raise InputError("give the parameters to change, e.g. --param computeNodeCount=3")
     started = time.monotonic()
-    exp, change = lifecycle.modify(name, params, err_console)
+    with render.progress(err_console) as on_event:
+        exp, change = lifecycle.modify(name, params, on_event)
     err_console.print(
         f"[green]experiment {exp.name} modified[/] ({change.describe()}) "
         f"in {time.monotonic() - started:.1f}s"
@@ -82,10 +88,11 @@ def down(
     elif name:
         names = [name]
     else:
-        raise PtcError("name an experiment or pass --all")
+        raise InputError("name an experiment or pass --all")
     for each in names:
         started = time.monotonic()
-        lifecycle.down(each, err_console)
+        with render.progress(err_console) as on_event:
+            lifecycle.down(each, on_event)
         err_console.print(f"deleted {each} in {time.monotonic() - started:.1f}s")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
+from elastic.cli import render
 from elastic.testbed.backends.local import image as node_image
 from elastic.testbed.backends.local import podman
 
@@ -16,7 +17,8 @@ def build() -> None:
     """Build the node image unless an image of the current recipe is cached."""
     recipe = node_image.default_recipe()
     cached = podman.image_exists(recipe.ref)
-    ref = node_image.ensure(recipe, Console(stderr=True))
+    with render.progress(Console(stderr=True)) as on_event:
+        ref = node_image.ensure(recipe, on_event)
     Console().print(f"{ref} ({'cached' if cached else 'built'})")
 
 

@@ -30,6 +30,25 @@ from elastic.events import Event, Kind, OnEvent
 TABLES: dict[str, Callable[[Event], RenderableType]] = {}
 
 
+def deploy_table(event: Event) -> RenderableType:
+    """A deploy's per-host task counts, from the ``hosts`` its events carry."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    columns = ("host", "ok", "changed", "failed", "unreachable", "skipped")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "host" else "right")
+    for host, counts in dict(event.data.get("hosts") or {}).items():
+        bad = counts.get("failed") or counts.get("unreachable")
+        table.add_row(
+            host, *(str(counts.get(c, 0)) for c in columns[1:]), style="red" if bad else ""
+        )
+    return table
+
+
+TABLES["deploy"] = deploy_table
+
+
 @contextmanager
 def progress(console: Console | None = None, *, transient: bool = False) -> Iterator[OnEvent]:
     """A callback that renders events while the ``with`` block runs."""

@@ -1,8 +1,9 @@
-"""`ptc deploy`: run a playbook against an experiment through ansible-runner.
+"""`ptc deploy`: run a playbook against a target's inventory through ansible-runner.
 
-Every run keeps its events, stdout and a summary in ``EXPDIR/runs/<timestamp>-<playbook>/``.
-Facts are cached in ``EXPDIR/facts`` so that a run limited to a few hosts (adding a compute
-node) still renders slurm.conf with the facts of every node.
+Every run keeps its events, stdout and a summary in ``RUNS/<timestamp>-<playbook>/``. Facts are
+cached in the target's fact cache so that a run limited to a few hosts (adding a compute node)
+still renders slurm.conf with the facts of every node. Progress goes to ``on_event`` (topic
+``deploy``): a STATUS per task, a PROGRESS per result with the per-host counts in ``data``.
 """
 
 from __future__ import annotations
@@ -17,15 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import ansible_runner
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from elastic import atomic, paths
 from elastic.deploy.events import Failure, HostCounts, Tracker
-from elastic.errors import PtcError
-from elastic.testbed.experiment import Experiment
+from elastic.deploy.target import Target
+from elastic.errors import DeployError, NotFoundError, TaskFailure
+from elastic.events import OnEvent, Reporter
 
 DEFAULT_PLAYBOOK = "site.yml"
 JOURNAL_LINES = 30
@@ -65,85 +63,58 @@ class DeployResult:
         }
 
 
-def require_inventory(exp: Experiment) -> Path:
-    """The experiment's hosts.yml, once its nodes are up and the inventory is written."""
-    if exp.state != "ready":
-        raise PtcError(
-            f"experiment {exp.name!r} is {exp.state}, not ready: `ptc status {exp.name}`"
-        )
-    inventory = exp.inventory_dir / "hosts.yml"
-    if not inventory.is_file():
-        raise PtcError(
-            f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
-        )
-    return inventory
-
-
-def new_run_dir(exp: Experiment, label: str) -> Path:
-    """EXPDIR/runs/<timestamp>-<label>, never one an earlier run already uses."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    for attempt in range(1, 1000):
-        suffix = "" if attempt == 1 else f".{attempt}"
-        path = exp.dir / "runs" / f"{stamp}{suffix}-{label}"
-        try:
-            path.mkdir(parents=True)
-        except FileExistsError:
-            continue
-        return path
-    raise PtcError(f"cannot create a run directory under {exp.dir / 'runs'}")
-
-
 def resolve_playbook(playbook: str | Path) -> Path:
     path = Path(playbook)
     if not path.is_absolute() and not path.exists():
         path = paths.REPO_ROOT / path
     if not path.is_file():
-        raise PtcError(f"playbook {str(playbook)!r} not found (looked in . and {paths.REPO_ROOT})")
+        raise NotFoundError(
+            f"playbook {str(playbook)!r} not found (looked in . and {paths.REPO_ROOT})"
+        )
     return path.resolve()
 
 
 def deploy(
-    exp: Experiment,
+    target: Target,
     playbook: str | Path = DEFAULT_PLAYBOOK,
     limit: str | None = None,
     extravars: Mapping[str, Any] | None = None,
-    console: Console | None = None,
+    on_event: OnEvent | None = None,
 ) -> DeployResult:
-    """Run ``playbook`` on the experiment; raise PtcError naming host, task and message on failure."""
-    console = console or Console(stderr=True)
+    """Run ``playbook`` on the target; raise DeployError naming host, task and message."""
     book = resolve_playbook(playbook)
-    inventory = require_inventory(exp)
-    run_dir = new_run_dir(exp, book.stem)
-
+    run_dir = target.new_run_dir(book.stem)
+    report = Reporter("deploy", on_event)
     tracker = Tracker()
     started = time.monotonic()
-    with Live(_render(tracker, book.name, 0.0), console=console, refresh_per_second=4) as live:
+    report.begin(f"{book.name} on {target.name}" + (f" (limit {limit})" if limit else ""))
 
-        def on_event(event: dict[str, Any]) -> bool:
-            tracker.feed(event)
-            live.update(_render(tracker, book.name, time.monotonic() - started))
-            return True  # keep the event in the run directory
+    def on_ansible_event(event: dict[str, Any]) -> bool:
+        task = tracker.task
+        tracker.feed(event)
+        if report:
+            if tracker.task != task:
+                report.status(f"{tracker.play} / {tracker.task}")
+            if event.get("event", "").startswith("runner_on_"):
+                report.progress(tracker.tasks_started, **_progress_data(tracker, started))
+        return True  # keep the event in the run directory
 
-        runner = ansible_runner.run(
-            private_data_dir=str(run_dir),
-            artifact_dir=str(run_dir),
-            ident="ansible",
-            project_dir=str(paths.REPO_ROOT),
-            playbook=str(book),
-            inventory=str(inventory),
-            limit=limit,
-            extravars=dict(extravars or {}),
-            envvars=_environment(),
-            # An absolute path: ansible-runner would otherwise cache facts per run.
-            fact_cache=str(exp.dir / "facts"),
-            event_handler=on_event,
-            quiet=True,
-            suppress_env_files=True,
-        )
-        live.update(_render(tracker, book.name, time.monotonic() - started))
-    if not console.is_terminal:
-        console.line()  # without a terminal, Live leaves its last frame unterminated
-
+    runner = ansible_runner.run(
+        private_data_dir=str(run_dir),
+        artifact_dir=str(run_dir),
+        ident="ansible",
+        project_dir=str(paths.REPO_ROOT),
+        playbook=str(book),
+        inventory=str(target.inventory),
+        limit=limit,
+        extravars=dict(extravars or {}),
+        envvars=_environment(),
+        # An absolute path: ansible-runner would otherwise cache facts per run.
+        fact_cache=str(target.fact_cache),
+        event_handler=on_ansible_event,
+        quiet=True,
+        suppress_env_files=True,
+    )
     result = DeployResult(
         playbook=str(
             book.relative_to(paths.REPO_ROOT) if book.is_relative_to(paths.REPO_ROOT) else book
@@ -154,9 +125,29 @@ def deploy(
         hosts=tracker.final(),
     )
     atomic.write_json(run_dir / "summary.json", result.as_dict())
+    report.end(result.describe(), **_progress_data(tracker, started), status=result.status)
     if runner.status != "successful" or result.failed:
-        raise PtcError(_failure_report(exp, tracker.fatal_failures(), runner, run_dir))
+        failures = tracker.fatal_failures()
+        raise DeployError(
+            _failure_report(target, failures, runner, run_dir),
+            [_task_failure(f) for f in failures],
+            str(run_dir),
+        )
     return result
+
+
+def _progress_data(tracker: Tracker, started: float) -> dict[str, Any]:
+    return {
+        "play": tracker.play,
+        "task": tracker.task,
+        "tasks": tracker.tasks_started,
+        "elapsed_s": time.monotonic() - started,
+        "hosts": {h: c.as_dict() for h, c in sorted(tracker.hosts.items())},
+    }
+
+
+def _task_failure(f: Failure) -> TaskFailure:
+    return TaskFailure(f.host, f.task, f.message, f.play, f.unreachable)
 
 
 def _environment() -> dict[str, str]:
@@ -169,27 +160,8 @@ def _environment() -> dict[str, str]:
     }
 
 
-def _render(tracker: Tracker, playbook: str, elapsed: float) -> Group:
-    head = Text.assemble(
-        ("deploy ", "bold"),
-        (playbook, "cyan"),
-        f"  {elapsed:5.0f}s  tasks {tracker.tasks_started}  ",
-        (tracker.play, "bold"),
-        " / ",
-        tracker.task,
-    )
-    table = Table(box=None, pad_edge=False)
-    for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
-        table.add_column(column, justify="left" if column == "host" else "right")
-    for host, c in sorted(tracker.hosts.items()):
-        style = "red" if c.failed or c.unreachable else ""
-        table.add_row(host, str(c.ok), str(c.changed), str(c.failed), str(c.unreachable),
-                      str(c.skipped), style=style)  # fmt: skip
-    return Group(head, table)
-
-
-def _failure_report(exp: Experiment, failures: list[Failure], runner: Any, run_dir: Path) -> str:
-    lines = [f"deploy of {exp.name} failed ({runner.status}, rc={runner.rc})"]
+def _failure_report(target: Target, failures: list[Failure], runner: Any, run_dir: Path) -> str:
+    lines = [f"deploy of {target.name} failed ({runner.status}, rc={runner.rc})"]
     if not failures:
         lines.append("  no task failed: see the log for the reason")
     for failure in failures:
@@ -199,17 +171,17 @@ def _failure_report(exp: Experiment, failures: list[Failure], runner: Any, run_d
         unit = failure.unit
         if unit:
             lines.append(f"  journalctl -u {unit} -n {JOURNAL_LINES} on {failure.host}:")
-            lines += [f"    {line}" for line in journal(exp, failure.host, unit).splitlines()]
+            lines += [f"    {line}" for line in journal(target, failure.host, unit).splitlines()]
     lines.append(f"  log: {run_dir / 'ansible' / 'stdout'}")
     return "\n".join(lines)
 
 
-def journal(exp: Experiment, host: str, unit: str, lines: int = JOURNAL_LINES) -> str:
+def journal(target: Target, host: str, unit: str, lines: int = JOURNAL_LINES) -> str:
     """The last journal lines of a unit on a node, over SSH as the inventory reaches it."""
     command = f"journalctl --no-pager -o short-iso -n {lines} -u {unit}"
     try:
         proc = subprocess.run(
-            ["ssh", "-F", str(exp.ssh_config_path), "-o", "BatchMode=yes", host, command],
+            ["ssh", "-F", str(target.ssh_config), "-o", "BatchMode=yes", host, command],
             capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:

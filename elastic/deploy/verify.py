@@ -1,7 +1,7 @@
-"""`ptc verify`: the testinfra suite (tests/infra) against an experiment's inventory.
+"""`ptc verify`: the testinfra suite (tests/infra) against a target's inventory.
 
 The suite runs in a pytest subprocess so its output, and a JUnit report, land in the
-experiment's run directory; failures come back as one line per node and check.
+target's run directory; failures come back as one line per node and check.
 """
 
 from __future__ import annotations
@@ -15,14 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from rich.console import Console
-
 from elastic import paths
-from elastic.deploy.runner import new_run_dir, require_inventory
-from elastic.errors import PtcError
-from elastic.testbed.experiment import Experiment
+from elastic.deploy.target import Target
+from elastic.errors import PtcError, RemoteTimeout
+from elastic.events import OnEvent, Reporter
 
 SUITE = paths.REPO_ROOT / "tests" / "infra"
+TIMEOUT_S = 1800
+
+
+class VerifyError(PtcError):
+    """Checks failed on nodes; ``result`` names each node and check."""
+
+    def __init__(self, message: str, result: VerifyResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 # testinfra names a parametrised case test_x[ansible://node-0].
 _CASE = re.compile(r"^test_(?P<check>[\w]+?)(?:\[(?:ansible://)?(?P<host>[^\]]+)\])?$")
 
@@ -54,12 +63,12 @@ class VerifyResult:
         )
 
 
-def command(exp: Experiment, junit: Path) -> list[str]:
+def command(target: Target, junit: Path) -> list[str]:
     return [
         sys.executable, "-m", "pytest", str(SUITE),
         "--hosts=ansible://all",
-        f"--ansible-inventory={exp.inventory_dir / 'hosts.yml'}",
-        f"--ssh-config={exp.ssh_config_path}",
+        f"--ansible-inventory={target.inventory}",
+        f"--ssh-config={target.ssh_config}",
         f"--junitxml={junit}",
         "-p", "no:cacheprovider",
         "-o", "addopts=",
@@ -68,11 +77,10 @@ def command(exp: Experiment, junit: Path) -> list[str]:
 
 
 def verify(
-    exp: Experiment, console: Console | None = None, raise_on_failure: bool = True
+    target: Target, on_event: OnEvent | None = None, raise_on_failure: bool = True
 ) -> VerifyResult:
-    console = console or Console(stderr=True)
-    require_inventory(exp)
-    run_dir = new_run_dir(exp, "verify")
+    report = Reporter("verify", on_event)
+    run_dir = target.new_run_dir("verify")
     junit = run_dir / "junit.xml"
     env = os.environ | {
         # testinfra calls ansible-inventory; ansible.cfg in the repository sets the SSH options.
@@ -80,23 +88,32 @@ def verify(
         "ANSIBLE_CONFIG": str(paths.REPO_ROOT / "ansible.cfg"),
     }
     started = time.monotonic()
-    with console.status(f"[bold]verify[/] {exp.name}: running tests/infra"):
+    report.begin(f"tests/infra on {target.name}")
+    try:
         proc = subprocess.run(
-            command(exp, junit), cwd=paths.REPO_ROOT, env=env,
-            capture_output=True, text=True, check=False, timeout=1800,
+            command(target, junit), cwd=paths.REPO_ROOT, env=env,
+            capture_output=True, text=True, check=False, timeout=TIMEOUT_S,
         )  # fmt: skip
+    except subprocess.TimeoutExpired as err:
+        raise RemoteTimeout(
+            f"verify of {target.name}: tests/infra did not finish within {TIMEOUT_S} s",
+            host="all",
+            command="pytest tests/infra",
+            timeout_s=TIMEOUT_S,
+        ) from err
     (run_dir / "pytest.log").write_text(proc.stdout + proc.stderr)
     if not junit.is_file():
         raise PtcError(
-            f"verify of {exp.name}: pytest produced no report (rc={proc.returncode}):\n"
+            f"verify of {target.name}: pytest produced no report (rc={proc.returncode}):\n"
             + (proc.stdout + proc.stderr)[-3000:]
         )
     result = VerifyResult(run_dir, time.monotonic() - started, parse_junit(junit))
+    report.end(result.describe())
     if not any(r.outcome == "passed" for r in result.results) and not result.failures:
         # Passing because nothing ran would hide a broken inventory or test selection.
-        raise PtcError(f"verify of {exp.name}: no checks ran (pytest rc={proc.returncode})")
+        raise PtcError(f"verify of {target.name}: no checks ran (pytest rc={proc.returncode})")
     if raise_on_failure and (result.failures or proc.returncode != 0):
-        raise PtcError(failure_report(exp, result, proc.returncode))
+        raise VerifyError(failure_report(target, result, proc.returncode), result)
     return result
 
 
@@ -119,8 +136,8 @@ def parse_junit(path: Path) -> list[CheckResult]:
     return results
 
 
-def failure_report(exp: Experiment, result: VerifyResult, rc: int) -> str:
-    lines = [f"verify of {exp.name} failed: {result.describe()}"]
+def failure_report(target: Target, result: VerifyResult, rc: int) -> str:
+    lines = [f"verify of {target.name} failed: {result.describe()}"]
     for failure in result.failures:
         lines.append(f"  {failure.node}: {failure.check}: {failure.message}")
     if not result.failures:

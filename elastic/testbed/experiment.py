@@ -7,7 +7,13 @@ Layout of ``$PTC_HOME/experiments/NAME/``::
     manifest.xml      the manifest RSpec the testbed returned: the only input downstream
     ssh/              the per-experiment key pair
     inventory/        hosts.yml, group_vars/, ssh_config (from the manifest)
-    runs/             ansible-runner artifacts of every deploy
+    facts/            Ansible's fact cache (runs limited to a few hosts need every node's)
+    runs/             artifacts of every deploy and verify
+    datasets/         benchmark datasets
+    shared/           (local testbed) the directory every node shares as /home and /opt/ptc
+    nodes/NODE/       (local testbed) what the host keeps per node: geni-get data, blockstores
+
+Every path below ``dir`` is a property here; nothing else joins paths onto ``dir``.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from elastic import atomic, paths
-from elastic.errors import PtcError
+from elastic.errors import InputError, NotFoundError, PtcError
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
@@ -55,8 +61,31 @@ class Experiment:
         return self.dir / "inventory"
 
     @property
+    def inventory_path(self) -> Path:
+        return self.inventory_dir / "hosts.yml"
+
+    @property
     def ssh_config_path(self) -> Path:
         return self.inventory_dir / "ssh_config"
+
+    @property
+    def facts_dir(self) -> Path:
+        return self.dir / "facts"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.dir / "runs"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.dir / "datasets"
+
+    @property
+    def shared_dir(self) -> Path:
+        return self.dir / "shared"
+
+    def node_dir(self, node: str) -> Path:
+        return self.dir / "nodes" / node
 
     def save(self) -> None:
         atomic.write_json(self.dir / "experiment.json", asdict(self))
@@ -69,7 +98,7 @@ class Experiment:
 
 def validate_name(name: str) -> str:
     if not _NAME.match(name):
-        raise PtcError(
+        raise InputError(
             f"experiment name {name!r} is invalid: use 1-31 lowercase letters, digits and "
             "dashes, starting with a letter"
         )
@@ -87,7 +116,7 @@ def load(name: str) -> Experiment:
     path = paths.experiments_dir() / name / "experiment.json"
     if not path.is_file():
         names = ", ".join(known()) or "none"
-        raise PtcError(f"unknown experiment {name!r} (experiments: {names})")
+        raise NotFoundError(f"unknown experiment {name!r} (experiments: {names})")
     data = json.loads(path.read_text())
     return Experiment(**data)
 

@@ -12,34 +12,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from rich.console import Console
-
 from elastic import atomic
-from elastic.errors import PtcError
+from elastic.errors import InputError, NotFoundError, PtcError
+from elastic.events import OnEvent, Reporter
+from elastic.testbed import backends, inventory, render, rspec
 from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
-from elastic.testbed import inventory, render, rspec
 from elastic.testbed.backends.base import Backend
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 
-SITES = ("utah", "wisconsin", "clemson", "apt")
 
-
-def backend_for(exp: Experiment, console: Console | None = None) -> Backend:
-    return make_backend(exp.testbed, exp.site, console)
-
-
-def make_backend(testbed: str, site: str | None, console: Console | None = None) -> Backend:
-    if testbed == "local":
-        from elastic.testbed.backends.local.backend import LocalBackend
-
-        return LocalBackend(console)
-    if testbed == "cloudlab":
-        from elastic.testbed.backends.cloudlab import CloudLabBackend
-
-        return CloudLabBackend(site=site or "utah")
-    raise PtcError(f"unknown testbed {testbed!r} (known: local, cloudlab)")
+def backend_for(exp: Experiment, on_event: OnEvent | None = None) -> Backend:
+    return backends.get(exp.testbed, exp.site, on_event)
 
 
 def up(
@@ -48,27 +33,24 @@ def up(
     name: str,
     testbed: str = "local",
     site: str | None = None,
-    console: Console | None = None,
+    on_event: OnEvent | None = None,
 ) -> Experiment:
-    console = console or Console(stderr=True)
+    report = Reporter("up", on_event)
     experiments.validate_name(name)
     if experiments.exists(name):
         state = experiments.load(name).state
-        raise PtcError(
+        raise InputError(
             f"experiment {name!r} already exists (state: {state}); "
             f"use `ptc down {name}` first or pick another --name"
         )
-    if testbed == "cloudlab" and site not in SITES:
-        raise PtcError(f"--site must be one of {', '.join(SITES)} (got {site!r})")
     if not profile.is_file():
-        raise PtcError(f"profile {str(profile)!r} does not exist")
+        raise NotFoundError(f"profile {str(profile)!r} does not exist")
 
-    backend = make_backend(testbed, site, console)
+    backend = backends.get(testbed, site, on_event)
     backend.preflight()  # credentials and tools, before anything exists that needs undoing
-    console.print(f"[bold]render[/] {profile} {' '.join(f'{k}={v}' for k, v in params.items())}")
-    request_xml = render.render_profile(profile, params)
-    request = rspec.parse_request(request_xml)
-    rspec.validate(request)
+    report.status(f"render {profile} {' '.join(f'{k}={v}' for k, v in params.items())}")
+    rendered = render.render_request(profile, params)
+    request_xml, request = rendered.xml, rendered.topology
 
     exp = Experiment(
         name=name, testbed=testbed, profile=str(profile.resolve()), params=dict(params), site=site
@@ -90,29 +72,26 @@ def up(
 
 
 def modify(
-    name: str, params: Mapping[str, str], console: Console | None = None
+    name: str, params: Mapping[str, str], on_event: OnEvent | None = None
 ) -> tuple[Experiment, Change]:
     """Re-render the experiment's profile with ``params`` over its own; add and remove nodes.
 
     On failure the experiment keeps its manifest, inventory and parameters, and stays usable."""
-    console = console or Console(stderr=True)
+    report = Reporter("modify", on_event)
     exp = experiments.load(name)
     if exp.state != "ready":
-        raise PtcError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
+        raise InputError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
     target = replace(exp, params=exp.params | dict(params))
     profile = Path(exp.profile)
     if not profile.is_file():
-        raise PtcError(f"experiment {name!r}: its profile {exp.profile!r} no longer exists")
-    console.print(
-        f"[bold]render[/] {profile} {' '.join(f'{k}={v}' for k, v in target.params.items())}"
-    )
-    request_xml = render.render_profile(profile, target.params)
-    request = rspec.parse_request(request_xml)
-    rspec.validate(request)
+        raise NotFoundError(f"experiment {name!r}: its profile {exp.profile!r} no longer exists")
+    report.status(f"render {profile} {' '.join(f'{k}={v}' for k, v in target.params.items())}")
+    rendered = render.render_request(profile, target.params)
+    request_xml, request = rendered.xml, rendered.topology
     change = changes.plan(rspec.parse_manifest(exp.manifest()), request)
-    console.print(f"[bold]modify[/] {name}: {change.describe()}")
+    report.status(f"{name}: {change.describe()}")
 
-    backend = backend_for(exp, console)
+    backend = backend_for(exp, on_event)
     backend.preflight()
     exp.state = "modifying"  # if ptc dies here, `ptc status` says so; `ptc down` still works
     exp.save()
@@ -134,11 +113,11 @@ def write_inventory(exp: Experiment) -> Path:
     return inventory.build_inventory(manifest, exp.inventory_dir, exp.key_path, exp.testbed)
 
 
-def down(name: str, console: Console | None = None) -> None:
+def down(name: str, on_event: OnEvent | None = None) -> None:
     exp = experiments.load(name)
     exp.state = "deleting"
     exp.save()
-    backend_for(exp, console).delete(exp)
+    backend_for(exp, on_event).delete(exp)
     shutil.rmtree(exp.dir)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from elastic.cli.cluster import parse_extravars
-from elastic.deploy.runner import require_inventory, resolve_playbook
+from elastic.deploy.runner import resolve_playbook
+from elastic.deploy.target import Target
 from elastic.errors import PtcError
 from elastic.testbed.experiment import Experiment
 
@@ -28,7 +29,7 @@ def test_bad_pairs_name_the_argument(bad: str) -> None:
 
 def test_deploy_refuses_experiment_that_is_not_ready() -> None:
     with pytest.raises(PtcError, match="is creating, not ready"):
-        require_inventory(Experiment("x", "local", "p", state="creating"))
+        Target.of_experiment(Experiment("x", "local", "p", state="creating"))
 
 
 def test_unknown_playbook_is_named() -> None:

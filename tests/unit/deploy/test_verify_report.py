@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.deploy.runner import new_run_dir
+from elastic.deploy.target import Target
 from elastic.deploy.verify import VerifyResult, failure_report, parse_junit
-from elastic.testbed.experiment import Experiment
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="3">
@@ -39,13 +38,17 @@ def test_failure_report_lists_each_failure(tmp_path: Path) -> None:
     path = tmp_path / "junit.xml"
     path.write_text(JUNIT)
     result = VerifyResult(tmp_path, 1.0, parse_junit(path))
-    report = failure_report(Experiment("x", "local", "p"), result, 1)
+    report = failure_report(target(tmp_path), result, 1)
     assert "node-1: munge_active: node-1: munge is not running" in report
     assert "1 passed, 1 failed, 1 not applicable" in report
 
 
 def test_run_directories_never_collide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PTC_HOME", str(tmp_path))
-    exp = Experiment("x", "local", "p")
-    first, second = new_run_dir(exp, "site"), new_run_dir(exp, "site")
+    t = target(tmp_path)
+    first, second = t.new_run_dir("site"), t.new_run_dir("site")
     assert first != second and first.is_dir() and second.is_dir()
+
+
+def target(root: Path) -> Target:
+    return Target("x", root / "hosts.yml", root / "ssh_config", root / "runs", root / "facts")

@@ -18,7 +18,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from rich.console import Console
 from testbed_support import RECORDINGS, SLURM_PROFILE
 
 from elastic.errors import PtcError
@@ -134,7 +133,7 @@ def backend(
     ctx = FakeContext(tmp_path)
     b = CloudLabBackend(
         "utah",
-        console=Console(file=out, width=200),
+        on_event=lambda event: out.write(event.describe() + "\n"),
         context=ctx,
         probe=probe or (lambda host, port, timeout: True),
         sleep=clock.sleep,

@@ -52,7 +52,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_failed_up_is_cleaned_up_and_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = FailingBackend(delete_fails=False)
-    monkeypatch.setattr(lifecycle, "make_backend", lambda *a, **k: backend)
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
     with pytest.raises(PtcError, match="boot failed"):
         lifecycle.up(PROFILE, {}, "broken")
     assert backend.deleted
@@ -61,7 +61,7 @@ def test_failed_up_is_cleaned_up_and_forgotten(monkeypatch: pytest.MonkeyPatch) 
 
 def test_failed_cleanup_keeps_the_record_for_ptc_down(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        lifecycle, "make_backend", lambda *a, **k: FailingBackend(delete_fails=True)
+        lifecycle.backends, "get", lambda *a, **k: FailingBackend(delete_fails=True)
     )
     with pytest.raises(PtcError) as info:
         lifecycle.up(PROFILE, {}, "stuck")
@@ -115,7 +115,7 @@ def snapshot(exp: Experiment) -> dict[Path, bytes]:
 def test_modify_grows_manifest_inventory_and_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
     running("grow", 1)
     backend = GrowingBackend(delete_fails=False)
-    monkeypatch.setattr(lifecycle, "make_backend", lambda *a, **k: backend)
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
     exp, change = lifecycle.modify("grow", {"computeNodeCount": "3"})
     assert [n.client_id for n in change.added] == ["node-1", "node-2"] and not change.removed
     assert experiments.load("grow").params == {"computeNodeCount": "3"}
@@ -133,7 +133,7 @@ def test_failed_modify_leaves_the_experiment_as_it_was(monkeypatch: pytest.Monke
     exp = running("stay", 1)
     before = snapshot(exp)
     monkeypatch.setattr(
-        lifecycle, "make_backend", lambda *a, **k: FailingBackend(delete_fails=False)
+        lifecycle.backends, "get", lambda *a, **k: FailingBackend(delete_fails=False)
     )
     with pytest.raises(PtcError, match="node node-1: boot failed"):
         lifecycle.modify("stay", {"computeNodeCount": "2"})

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from lxml import etree
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from elastic.errors import PtcError
+from elastic.errors import InputError, TestbedError
+from elastic.events import OnEvent, Reporter
 from elastic.testbed import genilib_compat, rspec
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
@@ -54,7 +53,7 @@ def tcp_probe(host: str, port: int, timeout: float) -> bool:
 
 def slice_name(experiment: str) -> str:
     if len(experiment) > MAX_SLICE_NAME:
-        raise PtcError(
+        raise InputError(
             f"experiment name {experiment!r} is too long for a CloudLab slice "
             f"(at most {MAX_SLICE_NAME} characters)"
         )
@@ -66,10 +65,10 @@ class CloudLabBackend:
 
     def __init__(
         self,
-        site: str,
+        site: str | None,
         context_path: Path | None = None,
         *,
-        console: Console | None = None,
+        on_event: OnEvent | None = None,
         context: Any = None,
         ready_timeout: float = READY_TIMEOUT_S,
         ssh_timeout: float = SSH_TIMEOUT_S,
@@ -79,10 +78,10 @@ class CloudLabBackend:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if site not in SITES:
-            raise PtcError(f"--site must be one of {', '.join(SITES)} (got {site!r})")
+            raise InputError(f"--site must be one of {', '.join(SITES)} (got {site!r})")
         self.site = site
         self.context_path = context_path
-        self.console = console or Console(stderr=True)
+        self.report = Reporter("testbed", on_event)
         self._context = context
         self.ready_timeout = ready_timeout
         self.ssh_timeout = ssh_timeout
@@ -111,7 +110,7 @@ class CloudLabBackend:
                     path=str(self.context_path) if self.context_path else None
                 )
             except (OSError, ValueError, KeyError) as err:
-                raise PtcError(
+                raise TestbedError(
                     f"cannot load the geni-lib context from {where}: {err}. Create it once with "
                     "geni-lib's `build-context --type cloudlab --cert <cloudlab.pem> "
                     "--pubkey <key.pub> --project <project>`"
@@ -122,8 +121,8 @@ class CloudLabBackend:
         users = list(getattr(ctx, "_users", []) or [])
         return getattr(users[0], "name", None) if users else getattr(ctx, "uname", None)
 
-    def _am_error(self, what: str, err: Exception) -> PtcError:
-        return PtcError(f"CloudLab {self.site}: {what} failed: {err}")
+    def _am_error(self, what: str, err: Exception) -> TestbedError:
+        return TestbedError(f"CloudLab {self.site}: {what} failed: {err}")
 
     # --- Backend --------------------------------------------------------------------------
 
@@ -135,7 +134,9 @@ class CloudLabBackend:
 
         sname = slice_name(exp.name)
         if not exp.request_path.is_file():
-            raise PtcError(f"experiment {exp.name!r} has no request RSpec at {exp.request_path}")
+            raise TestbedError(
+                f"experiment {exp.name!r} has no request RSpec at {exp.request_path}"
+            )
         ctx = self.context()
         self._ensure_slice(ctx, sname)
         try:
@@ -166,7 +167,7 @@ class CloudLabBackend:
         # The aggregate calls ptc makes through geni-lib (createsliver, sliverstatus,
         # deletesliver) cannot change a sliver in place; the portal's Modify can. Say so
         # rather than tear down nodes users have deployed on.
-        raise PtcError(
+        raise TestbedError(
             f"experiment {exp.name!r} is on CloudLab: ptc cannot {change.describe()} there "
             "through the aggregate API; use the portal's Modify on the experiment page, then "
             f"save its manifest over {exp.manifest_path} and run `ptc inventory {exp.name}`"
@@ -198,41 +199,41 @@ class CloudLabBackend:
             expires = datetime.datetime.now(datetime.UTC) + SLICE_LIFETIME
             ctx.cf.createSlice(ctx, sname, exp=expires, desc="ptc experiment")
         except Exception as err:  # the clearinghouse raises its own error types
-            raise PtcError(f"CloudLab: cannot find or create slice {sname!r}: {err}") from err
+            raise TestbedError(f"CloudLab: cannot find or create slice {sname!r}: {err}") from err
 
     def _wait_ready(self, ctx: Any, sname: str, expected: int) -> None:
         from geni.aggregate.exceptions import AMError
 
         deadline = self._clock() + self.ready_timeout
         last = "unknown"
-        with _progress(self.console) as progress:
-            task = progress.add_task(f"CloudLab {self.site}: {sname} requested", total=None)
-            while True:
-                try:
-                    st = self.aggregate.sliverstatus(ctx, sname)
-                except AMError as err:
-                    raise self._am_error(f"sliverstatus of {sname!r}", err) from err
-                overall = str(st.get("pg_status") or st.get("geni_status") or "unknown")
-                resources = st.get("geni_resources", [])
-                ready = sum(1 for r in resources if _state_word(r) == "ready")
-                last = f"{overall}, {ready}/{len(resources) or expected} resources ready"
-                progress.update(task, description=f"CloudLab {self.site}: {sname} {last}")
-                if overall == "ready":
-                    return
-                if overall == "failed":
-                    errors = [
-                        f"{r.get('geni_urn', '?')}: {r.get('geni_error') or _state_word(r)}"
-                        for r in resources
-                        if _state_word(r) == "failed"
-                    ]
-                    detail = "; ".join(errors) or str(st.get("geni_error") or "no detail")
-                    raise PtcError(f"CloudLab {self.site}: sliver {sname!r} failed: {detail}")
-                if self._clock() >= deadline:
-                    raise PtcError(
-                        f"CloudLab {self.site}: sliver {sname!r} not ready after "
-                        f"{self.ready_timeout:.0f}s (last status: {last}); it has been deleted"
-                    )
-                self._sleep(self.poll_interval)
+        self.report.begin(f"CloudLab {self.site}: {sname} requested")
+        while True:
+            try:
+                st = self.aggregate.sliverstatus(ctx, sname)
+            except AMError as err:
+                raise self._am_error(f"sliverstatus of {sname!r}", err) from err
+            overall = str(st.get("pg_status") or st.get("geni_status") or "unknown")
+            resources = st.get("geni_resources", [])
+            ready = sum(1 for r in resources if _state_word(r) == "ready")
+            last = f"{overall}, {ready}/{len(resources) or expected} resources ready"
+            self.report.status(f"CloudLab {self.site}: {sname} {last}")
+            if overall == "ready":
+                self.report.end(f"CloudLab {self.site}: {sname} ready")
+                return
+            if overall == "failed":
+                errors = [
+                    f"{r.get('geni_urn', '?')}: {r.get('geni_error') or _state_word(r)}"
+                    for r in resources
+                    if _state_word(r) == "failed"
+                ]
+                detail = "; ".join(errors) or str(st.get("geni_error") or "no detail")
+                raise TestbedError(f"CloudLab {self.site}: sliver {sname!r} failed: {detail}")
+            if self._clock() >= deadline:
+                raise TestbedError(
+                    f"CloudLab {self.site}: sliver {sname!r} not ready after "
+                    f"{self.ready_timeout:.0f}s (last status: {last}); it has been deleted"
+                )
+            self._sleep(self.poll_interval)
 
     def _fetch_manifest(self, ctx: Any, sname: str) -> bytes:
         from geni.aggregate.exceptions import AMError
@@ -255,7 +256,7 @@ class CloudLabBackend:
                 return
             if self._clock() >= deadline:
                 where = ", ".join(f"{c} ({lg.hostname}:{lg.port})" for c, lg in pending.items())
-                raise PtcError(
+                raise TestbedError(
                     f"CloudLab {self.site}: SSH did not answer within {self.ssh_timeout:.0f}s "
                     f"on {where}"
                 )
@@ -265,13 +266,7 @@ class CloudLabBackend:
         try:
             self.aggregate.deletesliver(ctx, sname)
         except Exception as err:  # cleaning up after a failure must not hide that failure
-            self.console.print(f"[yellow]warning:[/] could not delete sliver {sname!r}: {err}")
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console
-    )
+            self.report.warning(f"could not delete sliver {sname!r}: {err}")
 
 
 def _state_word(resource: dict[str, Any]) -> str:

@@ -20,18 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-
 from elastic import atomic, paths
-from elastic.errors import PtcError
+from elastic.errors import InputError, TestbedError
+from elastic.events import OnEvent, Reporter, Steps
 from elastic.testbed import rspec
 from elastic.testbed.backends.local import etc_hosts, image, network, podman
 from elastic.testbed.change import Change
@@ -56,8 +47,13 @@ def container_name(experiment: str, node: str) -> str:
 
 
 class LocalBackend:
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+    name = "local"
+
+    def __init__(self, site: str | None = None, on_event: OnEvent | None = None) -> None:
+        if site:
+            raise InputError(f"the local testbed has no sites (got --site {site!r})")
+        self.on_event = on_event
+        self.report = Reporter("testbed", on_event)
 
     # -- Backend protocol -------------------------------------------------------------------
 
@@ -65,12 +61,14 @@ class LocalBackend:
         missing = [t for t in ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh-keygen")
                    if shutil.which(t) is None]  # fmt: skip
         if missing:
-            raise PtcError(f"the local testbed needs {', '.join(missing)}: run `make setup`")
+            raise TestbedError(f"the local testbed needs {', '.join(missing)}: run `make setup`")
         if os.geteuid() != 0:
-            raise PtcError("the local testbed needs root (network namespaces, privileged nodes)")
+            raise TestbedError(
+                "the local testbed needs root (network namespaces, privileged nodes)"
+            )
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
-        ref = image.ensure(console=self.console)
+        ref = image.ensure(on_event=self.on_event)
         wires = network.plan(request)
         try:
             return self._create(exp, request, ref, wires)
@@ -84,7 +82,7 @@ class LocalBackend:
             podman.run("rm", "--force", "--time", "0", *names, check=False)
         left = podman.containers_of(exp.name)
         if left:
-            raise PtcError(f"could not remove containers of {exp.name!r}: {', '.join(left)}")
+            raise TestbedError(f"could not remove containers of {exp.name!r}: {', '.join(left)}")
         network.delete_namespace(exp.name)
 
     def status(self, exp: Experiment) -> dict[str, str]:
@@ -141,12 +139,12 @@ class LocalBackend:
         self, exp: Experiment, request: Topology, nodes: list[Node], wires: list[network.Wire]
     ) -> dict[str, Started]:
         """Start and wire the added nodes; on failure, remove whatever of them started."""
-        ref = image.ensure(console=self.console)
+        ref = image.ensure(on_event=self.on_event)
         names = {n.client_id for n in nodes}
         try:
-            with self._progress() as progress:
-                task = progress.add_task("adding nodes", total=len(nodes))
-                started = self._start_nodes(exp, nodes, ref, request, progress, task)
+            steps = Steps(self.report, "adding nodes", len(nodes))
+            started = self._start_nodes(exp, nodes, ref, request, steps)
+            steps.finish()
             self._wire(exp, request, [w for w in wires if w.node in names], started)
         except BaseException:
             self._remove_nodes(exp, names)
@@ -161,12 +159,12 @@ class LocalBackend:
         wires: list[network.Wire],
         xml: bytes,
     ) -> None:
-        with self._progress() as progress:
-            task = progress.add_task("preparing", total=len(added) * 2 + 1)
-            self._prepare_nodes(exp, added, manifest, wires, xml, progress, task)
-            progress.update(task, description="running the new nodes' Execute services")
-            self._wait_for_execute(exp, added)
-            progress.advance(task)
+        steps = Steps(self.report, "preparing", len(added) * 2 + 1)
+        self._prepare_nodes(exp, added, manifest, wires, xml, steps)
+        steps.status("running the new nodes' Execute services")
+        self._wait_for_execute(exp, added)
+        steps.advance()
+        steps.finish()
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -176,18 +174,18 @@ class LocalBackend:
         network.create_namespace(exp.name, len(request.links))
         manifest = Topology(nodes=[], links=request.links, parameters=request.parameters)
 
-        with self._progress() as progress:
-            task = progress.add_task("starting nodes", total=len(request.nodes) * 3 + 1)
-            started = self._start_nodes(exp, request.nodes, ref, request, progress, task)
-            for node in request.nodes:
-                manifest.nodes.append(self._manifest_node(exp, node, started[node.client_id].port))
-            self._wire(exp, request, wires, started)
-            xml = rspec.write_manifest(manifest)
-            atomic.write_bytes(exp.manifest_path, xml)
-            self._prepare_nodes(exp, manifest.nodes, manifest, wires, xml, progress, task)
-            progress.update(task, description="running the profile's Execute services")
-            self._wait_for_execute(exp, manifest.nodes)
-            progress.advance(task)
+        steps = Steps(self.report, "starting nodes", len(request.nodes) * 3 + 1)
+        started = self._start_nodes(exp, request.nodes, ref, request, steps)
+        for node in request.nodes:
+            manifest.nodes.append(self._manifest_node(exp, node, started[node.client_id].port))
+        self._wire(exp, request, wires, started)
+        xml = rspec.write_manifest(manifest)
+        atomic.write_bytes(exp.manifest_path, xml)
+        self._prepare_nodes(exp, manifest.nodes, manifest, wires, xml, steps)
+        steps.status("running the profile's Execute services")
+        self._wait_for_execute(exp, manifest.nodes)
+        steps.advance()
+        steps.finish(f"{len(request.nodes)} nodes ready")
         return xml
 
     def _start_nodes(
@@ -196,19 +194,18 @@ class LocalBackend:
         nodes: list[Node],
         ref: str,
         request: Topology,
-        progress: Progress,
-        task: TaskID,
+        steps: Steps,
     ) -> dict[str, Started]:
         """Start a container per node."""
-        shared = exp.dir / "shared"
+        shared = exp.shared_dir
         shared.mkdir(parents=True, exist_ok=True)
         started: dict[str, Started] = {}
         for node in nodes:
-            progress.update(task, description=f"starting {node.client_id}")
+            steps.status(f"starting {node.client_id}")
             started[node.client_id] = self._start(
                 exp, node, ref, shared, _geni_params(exp, request)
             )
-            progress.advance(task)
+            steps.advance()
         return started
 
     def _wire(
@@ -229,8 +226,7 @@ class LocalBackend:
         manifest: Topology,
         wires: list[network.Wire],
         xml: bytes,
-        progress: Progress,
-        task: TaskID,
+        steps: Steps,
     ) -> None:
         """Name every node in /etc/hosts, let the experiment key in, wait for sshd, mark ready."""
         hosts = etc_hosts.block(manifest, wires)
@@ -239,15 +235,15 @@ class LocalBackend:
             name = container_name(exp.name, node.client_id)
             _write_in(name, "/etc/hosts", etc_hosts.BASE + hosts, mode="644")
             _write_in(name, "/root/.ssh/authorized_keys", public_key, mode="600")
-            progress.advance(task)
+            steps.advance()
         for node in nodes:
-            progress.update(task, description=f"waiting for sshd on {node.client_id}")
+            steps.status(f"waiting for sshd on {node.client_id}")
             assert node.login is not None
             _wait_for_ssh(node.login.hostname, node.login.port, node.client_id)
             geni = self._geni_dir(exp, node.client_id)
             atomic.write_bytes(geni / "manifest.xml", xml)
             atomic.write_text(geni / "ready", f"{time.time()}\n")
-            progress.advance(task)
+            steps.advance()
 
     def _remove_nodes(self, exp: Experiment, nodes: set[str]) -> None:
         """Remove nodes' containers (their LAN veths go with them) and their host state."""
@@ -256,7 +252,7 @@ class LocalBackend:
         if names:
             podman.run("rm", "--force", "--time", "0", *names)
         for node in nodes:
-            shutil.rmtree(exp.dir / "nodes" / node, ignore_errors=True)
+            shutil.rmtree(exp.node_dir(node), ignore_errors=True)
 
     def _start(
         self, exp: Experiment, node: Node, ref: str, shared: Path, params: dict[str, str]
@@ -299,13 +295,13 @@ class LocalBackend:
         ]
         for store in node.blockstores:
             if store.mount:
-                host_dir = exp.dir / "nodes" / node.client_id / "blockstores" / store.name
+                host_dir = exp.node_dir(node.client_id) / "blockstores" / store.name
                 host_dir.mkdir(parents=True, exist_ok=True)
                 args += ["--volume", f"{host_dir}:{store.mount}"]
         podman.run(*args, ref, "/sbin/init")
         info = podman.inspect(name)
         if info is None or not info["State"]["Running"]:
-            raise PtcError(f"node {node.client_id}: container {name} did not start")
+            raise TestbedError(f"node {node.client_id}: container {name} did not start")
         return Started(
             pid=int(info["State"]["Pid"]),
             port=int(info["NetworkSettings"]["Ports"]["22/tcp"][0]["HostPort"]),
@@ -349,31 +345,21 @@ class LocalBackend:
                             "/var/log/ptc-execute.log",
                             check=False,
                         ).stdout
-                        raise PtcError(
+                        raise TestbedError(
                             f"node {node}: the profile's Execute service failed "
                             f"(status {proc.stdout.strip()}):\n{log}"
                         )
             time.sleep(0.5)
         if pending:
-            raise PtcError(
+            raise TestbedError(
                 f"Execute services still running after {EXECUTE_TIMEOUT:.0f}s on: {', '.join(pending)}"
             )
 
     @staticmethod
     def _geni_dir(exp: Experiment, node: str) -> Path:
-        path = exp.dir / "nodes" / node / "geni"
+        path = exp.node_dir(node) / "geni"
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-    def _progress(self) -> Progress:
-        return Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            console=self.console,
-        )
 
 
 def _geni_params(exp: Experiment, request: Topology) -> dict[str, str]:
@@ -400,6 +386,6 @@ def _wait_for_ssh(host: str, port: int, node: str) -> None:
         except OSError as err:
             last = str(err)
         time.sleep(0.5)
-    raise PtcError(
+    raise TestbedError(
         f"node {node}: sshd on {host}:{port} did not answer within {BOOT_TIMEOUT:.0f}s ({last})"
     )

@@ -1,8 +1,9 @@
 """The node image: Debian bookworm built locally with debootstrap, cached by a hash of its recipe.
 
 No container registry is reachable, so the base image is bootstrapped from Debian's packages and
-imported into podman. The packages the cluster roles install are downloaded into the image's apt
-cache (not installed), so `apt install` on a node is real but needs no network and is fast.
+imported into podman. The packages the cluster roles install (read from the roles' apt tasks,
+``role_packages``) are downloaded into the image's apt cache (not installed), so `apt install`
+on a node is real but needs no network and is fast.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 from elastic import paths
-from elastic.errors import PtcError
+from elastic.errors import TestbedError
+from elastic.events import OnEvent, Reporter
 from elastic.testbed.backends.local import podman
+from elastic.testbed.backends.local.role_packages import role_packages
 
 OVERLAY = Path(__file__).with_name("overlay")
 SUITE = "bookworm"
@@ -48,32 +48,6 @@ BASE_PACKAGES = (
     "util-linux",
 )
 
-# Downloaded only: the roles install these, as they would on a fresh testbed node.
-CACHED_PACKAGES = (
-    "munge",
-    "slurmctld",
-    "slurmd",
-    "slurmdbd",
-    "slurm-client",
-    "slurm-wlm-basic-plugins",
-    "mariadb-server",
-    "python3-pymysql",
-    "openmpi-bin",
-    "libopenmpi-dev",
-    "hpcc",
-    "nfs-ganesha",
-    "nfs-ganesha-vfs",
-    "libnfs-utils",
-    "rpcbind",
-    "chrony",
-    "build-essential",
-    "git",
-    "rsync",
-    "etcd-server",
-    "etcd-client",
-    "keepalived",
-    "haproxy",
-)
 
 # Bump when the build steps below change in a way the package lists and overlay do not show.
 RECIPE_VERSION = "1"
@@ -83,7 +57,8 @@ RECIPE_VERSION = "1"
 class Recipe:
     mirror: str
     base: tuple[str, ...] = BASE_PACKAGES
-    cached: tuple[str, ...] = CACHED_PACKAGES
+    # Downloaded only: the roles install these, as they would on a fresh testbed node.
+    cached: tuple[str, ...] = ()
 
     def digest(self) -> str:
         h = hashlib.sha256()
@@ -101,66 +76,62 @@ class Recipe:
 
 
 def default_recipe() -> Recipe:
-    return Recipe(mirror=os.environ.get("PTC_DEBIAN_MIRROR", "http://deb.debian.org/debian"))
+    return Recipe(
+        mirror=os.environ.get("PTC_DEBIAN_MIRROR", "http://deb.debian.org/debian"),
+        cached=role_packages(paths.REPO_ROOT / "roles"),
+    )
 
 
-def ensure(recipe: Recipe | None = None, console: Console | None = None) -> str:
+def ensure(recipe: Recipe | None = None, on_event: OnEvent | None = None) -> str:
     """Return the image reference for the recipe, building it first if it is not cached."""
     recipe = recipe or default_recipe()
-    console = console or Console(stderr=True)
     if podman.image_exists(recipe.ref):
         return recipe.ref
-    build(recipe, console)
+    build(recipe, on_event)
     return recipe.ref
 
 
-def build(recipe: Recipe, console: Console) -> None:
+def build(recipe: Recipe, on_event: OnEvent | None = None) -> None:
+    report = Reporter("image", on_event)
     cache = paths.image_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"rootfs-{recipe.digest()}-", dir=cache))
+    report.begin(f"building {recipe.ref}")
     try:
-        with Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]node image[/] {task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        ) as progress:
-            task = progress.add_task("debootstrap", total=None)
 
-            def step(desc: str, cmd: list[str]) -> None:
-                progress.update(task, description=desc)
-                _stream(cmd, lambda line: progress.update(task, description=f"{desc}: {line[:60]}"))
+        def step(desc: str, cmd: list[str]) -> None:
+            report.status(desc)
+            _stream(cmd, lambda line: report.status(f"{desc}: {line[:60]}"))
 
-            step(
+        step(
+            "debootstrap",
+            [
                 "debootstrap",
-                [
-                    "debootstrap",
-                    "--variant=minbase",
-                    f"--include={','.join(recipe.base)}",
-                    SUITE,
-                    str(root),
-                    recipe.mirror,
-                ],
-            )
-            _customise(root, recipe)
-            step("apt-get update", ["chroot", str(root), "apt-get", "update", "-q"])
-            step(
-                "caching role packages",
-                [
-                    "chroot",
-                    str(root),
-                    "apt-get",
-                    "install",
-                    "-y",
-                    "-q",
-                    "--download-only",
-                    *recipe.cached,
-                ],
-            )
-            progress.update(task, description="importing into podman")
-            _import(root, recipe)
-            progress.update(task, description=f"built {recipe.ref}")
+                "--variant=minbase",
+                f"--include={','.join(recipe.base)}",
+                SUITE,
+                str(root),
+                recipe.mirror,
+            ],
+        )
+        _customise(root, recipe)
+        step("apt-get update", ["chroot", str(root), "apt-get", "update", "-q"])
+        step(
+            "caching role packages",
+            [
+                "chroot",
+                str(root),
+                "apt-get",
+                "install",
+                "-y",
+                "-q",
+                "--download-only",
+                *recipe.cached,
+            ],
+        )
+        report.status("importing into podman")
+        _import(root, recipe)
+        report.end(f"built {recipe.ref}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     _prune_old(recipe)
@@ -215,7 +186,7 @@ def _import(root: Path, recipe: Recipe) -> None:
     )
     tar.wait()
     if proc.returncode != 0 or tar.returncode != 0:
-        raise PtcError(f"importing the node image failed: {proc.stderr.strip()}")
+        raise TestbedError(f"importing the node image failed: {proc.stderr.strip()}")
 
 
 def _prune_old(recipe: Recipe) -> None:
@@ -237,6 +208,6 @@ def _stream(cmd: list[str], on_line: object) -> None:
                 on_line(line)
     if proc.returncode != 0:
         tail = "\n".join(log[-15:])
-        raise PtcError(
+        raise TestbedError(
             f"node image build step `{' '.join(cmd[:3])}` failed ({proc.returncode}):\n{tail}"
         )

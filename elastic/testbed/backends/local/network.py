@@ -13,7 +13,7 @@ import ipaddress
 import subprocess
 from dataclasses import dataclass
 
-from elastic.errors import PtcError
+from elastic.errors import TestbedError
 from elastic.testbed.topology import Topology
 
 
@@ -112,7 +112,7 @@ def _nsenter(pid: int, *cmd: str) -> None:
 def _check(cmd: list[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise PtcError(f"network set-up failed: `{' '.join(cmd)}`: {proc.stderr.strip()}")
+        raise TestbedError(f"network set-up failed: `{' '.join(cmd)}`: {proc.stderr.strip()}")
 
 
 def shape(experiment: str, wires: list[Wire], kbps: int) -> None:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from elastic.errors import PtcError
+from elastic.errors import TestbedError
 
 CONTAINERS_CONF = Path(__file__).with_name("containers.conf")
 LABEL = "io.ptc.experiment"
@@ -32,9 +32,9 @@ def run(
             text=True,
         )
     except FileNotFoundError as err:
-        raise PtcError("podman is not installed: run `make setup`") from err
+        raise TestbedError("podman is not installed: run `make setup`") from err
     if check and proc.returncode != 0:
-        raise PtcError(
+        raise TestbedError(
             f"podman {' '.join(args[:2])} failed: {proc.stderr.strip() or proc.stdout.strip()}"
         )
     return proc

@@ -1,0 +1,85 @@
+"""The Debian packages the roles install, read from the roles themselves.
+
+The node image caches these (downloaded, not installed) so a deploy installs for real without
+the network. Reading them from the roles' apt tasks keeps the cache from drifting: a package a
+role starts to install is cached with the next image, and one no role installs any more drops
+out. A task's ``name`` may be a literal, a list, or a template over role defaults and vars
+(``{{ hpcc_packages }}``); templates are rendered against every role's defaults and vars, with
+the platform taken as Debian (the local testbed's nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.nativetypes import NativeEnvironment
+
+from elastic.errors import PtcError
+
+_APT_MODULES = {"ansible.builtin.apt", "apt", "ansible.builtin.package", "package"}
+_NESTED = ("block", "rescue", "always")
+PLATFORM_FACTS = {
+    "distribution": "Debian",
+    "distribution_major_version": "12",
+    "architecture": "x86_64",
+}
+
+
+def role_packages(roles_dir: Path) -> tuple[str, ...]:
+    """Every package some role's apt task installs, sorted and without duplicates."""
+    context = _variables(roles_dir)
+    found: set[str] = set()
+    for task_file in sorted(roles_dir.glob("*/tasks/*.yml")):
+        for task in _tasks(yaml.safe_load(task_file.read_text()) or []):
+            module = next((m for m in _APT_MODULES if m in task), None)
+            if module is None:
+                continue
+            args = task[module] if isinstance(task[module], Mapping) else {}
+            if args.get("state", "present") == "absent":
+                continue
+            where = f"{task_file.relative_to(roles_dir.parent)}: task {task.get('name', '?')!r}"
+            found.update(_names(args.get("name", args.get("pkg")), context, where))
+    return tuple(sorted(found))
+
+
+def _tasks(items: list[Any]) -> Iterator[dict[str, Any]]:
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        yield item
+        for key in _NESTED:
+            yield from _tasks(item.get(key) or [])
+
+
+def _variables(roles_dir: Path) -> dict[str, Any]:
+    """Every role's defaults and vars (names are role-prefixed, so they do not clash)."""
+    context: dict[str, Any] = {"ansible_facts": PLATFORM_FACTS}
+    for pattern in ("*/defaults/main.yml", "*/vars/main.yml", "*/vars/Debian.yml"):
+        for path in sorted(roles_dir.glob(pattern)):
+            context.update(yaml.safe_load(path.read_text()) or {})
+    return context
+
+
+def _names(value: Any, context: dict[str, Any], where: str) -> list[str]:
+    env = NativeEnvironment(undefined=StrictUndefined)
+    for _ in range(5):  # a default may name another variable; follow a few levels
+        if not (isinstance(value, str) and "{{" in value):
+            break
+        try:
+            value = env.from_string(value).render(context)
+        except TemplateError as err:
+            raise PtcError(f"{where}: cannot read its package names ({err})") from err
+    items = value if isinstance(value, list) else [value]
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, str) and "{{" in item:
+            out += _names(item, context, where)
+        elif isinstance(item, str) and item:
+            out.append(item)
+        else:
+            raise PtcError(f"{where}: package name {item!r} is not a string")
+    return out
