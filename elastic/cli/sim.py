@@ -29,7 +29,7 @@ from elastic.sim.results import (
     write_samples,
     write_summary,
 )
-from elastic.sim.schedule import DEFAULT_BACKFILL_DEPTH, simulate
+from elastic.sim.schedule import simulate
 from elastic.sim.sweep import PAPER_GRACE_PERIODS, SweepConfig, run_sweep
 from elastic.sim.traces import FilterStep, trace_stats
 from elastic.sim.traces.filters import DAY_S
@@ -98,7 +98,7 @@ def run_cmd(
     ] = None,
     max_runtime: MaxRuntime = DAY_S,
     limit_jobs: Limit = None,
-    backfill_depth: Annotated[int, typer.Option("--backfill-depth")] = DEFAULT_BACKFILL_DEPTH,
+    bf_max_job_test: Annotated[int | None, typer.Option("--bf-max-job-test")] = None,
     plots_enabled: Annotated[bool, typer.Option("--plots/--no-plots")] = True,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress")] = None,
 ) -> None:
@@ -130,7 +130,7 @@ def run_cmd(
         workload.requested,
         workload.nodes,
         nodes,
-        backfill_depth=backfill_depth,
+        bf_max_job_test=bf_max_job_test,
     )
     console.print(
         f"scheduled {len(workload):,} jobs on {nodes} nodes in "
@@ -167,7 +167,7 @@ def run_cmd(
             "seed": seed,
             "priority_rules": list(spec.priority_rules),
             "high_fraction": high_fraction,
-            "backfill_depth": backfill_depth,
+            "bf_max_job_test": bf_max_job_test,
             "simulate_and_sweep_s": round(elapsed, 3),
         },
     )

@@ -1,54 +1,92 @@
-"""FCFS with EASY backfilling on N identical nodes: a discrete-event simulation.
+"""FCFS with strict EASY backfilling on N identical nodes: a discrete-event simulation.
 
 Conventions (they change results, so they are fixed here and tested):
 
 - Events are job arrivals and job completions. At equal timestamps completions come first,
-  then arrivals; among completions, the job that started first (then the lower index) goes
-  first; arrivals keep FCFS order (submit time, then trace order). Every single event is
-  followed by one scheduling pass.
+  then arrivals; among completions, the job that started first (then the earlier arrival)
+  goes first; arrivals keep FCFS order (submit time, then trace order). Every single event is
+  followed by one scheduling pass, so a pass may see a job that ends at the same timestamp
+  as still running (its completion is the next event).
+- Jobs end at their actual runtime; reservations use the *estimate*, max(requested, runtime)
+  (Slurm would have killed a job at its limit, so a log's runtime shows the limit was at
+  least that long). A job whose runtime equals its request frees its nodes at that time like
+  any other completion; until its completion event is handled it counts as running, and its
+  nodes count as free at any shadow time at or after its end.
 - A pass starts queued jobs in FCFS order while the head fits. If the head does not fit, it
-  gets a reservation at the shadow time: the earliest moment at which, by the *estimated*
-  end times of running jobs (start + requested), enough nodes are free. The next
-  ``backfill_depth`` queued jobs are then tried in order; one may start now if it fits in the
-  free nodes and either ends (by its request) no later than the shadow time, or uses only the
-  nodes the head will not need at the shadow time. Backfilled jobs can therefore never delay
-  the head's reservation. The bounded depth is what Slurm does too (bf_max_job_test); it
-  keeps a pass O(depth) even with a whole trace queued at t = 0.
-- Jobs end at their actual runtime. An estimate shorter than the runtime is raised to the
-  runtime (Slurm would have killed the job at its limit, so the log's runtime shows the limit
-  was effectively at least that long).
+  gets a reservation at the shadow time: the earliest estimated end of a running job at which
+  enough nodes are free, counting *every* running job that ends by then, ties included.
+  ``extra`` is the number of nodes free at the shadow time beyond what the head needs. A
+  queued job behind the head then starts at once if it fits in the free nodes and either
+  ends, by its estimate, no later than the shadow time, or needs no more than ``extra`` nodes
+  (which it then uses up). Jobs are tried in FCFS order, so of two candidates the earlier one
+  goes first. Backfilled jobs can therefore never delay the head's reservation.
+- ``bf_max_job_test`` (Slurm's parameter of the same name) bounds how many queued jobs a pass
+  looks at: the head and the ``bf_max_job_test - 1`` jobs behind it. ``None`` (the default,
+  the paper's EASY) looks at the whole queue. When backfilled jobs leave those places, the
+  jobs moving into them are looked at in the same pass (Slurm instead counts the jobs it has
+  started against the limit), so at the end of every pass no job among the first
+  ``bf_max_job_test`` could start.
 - A job takes the lowest-numbered free nodes.
+
+How it runs fast: the scheduling loop counts free nodes and keeps running jobs' estimated ends
+aggregated per end time, so the shadow time and ``extra`` cost one walk over distinct end
+times, ties included by construction. Free nodes are kept as sorted intervals, so a job's
+lowest-numbered free nodes are the first intervals, not one heap operation per node. Queued
+jobs sit in arrival order in two arrays (size, estimate) that a backfill scan reads in
+vectorised chunks. After a pass nothing in the window can start, and an arrival changes
+nothing for the jobs already queued (free nodes, shadow and ``extra`` stay, time only moves
+towards the shadow), so an arrival only tests itself.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 
-DEFAULT_BACKFILL_DEPTH = 500
-_NEVER = np.iinfo(np.int64).max
+_GONE = np.iinfo(np.int64).max  # q_size of a job that is not queued: never fits
+_FIRST_CHUNK = 64
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """Start/end per job (trace order) and the nodes it ran on, CSR style:
-    job j used ``alloc_nodes[alloc_ptr[j]:alloc_ptr[j + 1]]``."""
+    """Start/end per job (trace order) and the nodes it ran on, as intervals, CSR style:
+    job j used nodes ``[iv_lo[k], iv_hi[k])`` for ``k`` in ``iv_ptr[j]:iv_ptr[j + 1]``."""
 
     n_nodes: int
     submit: NDArray[np.float64]
     start: NDArray[np.float64]
     end: NDArray[np.float64]
     nodes: NDArray[np.int64]
-    alloc_ptr: NDArray[np.int64]
-    alloc_nodes: NDArray[np.int64]
+    iv_ptr: NDArray[np.int64]
+    iv_lo: NDArray[np.int64]
+    iv_hi: NDArray[np.int64]
 
     def nodes_of(self, job: int) -> NDArray[np.int64]:
-        return self.alloc_nodes[self.alloc_ptr[job] : self.alloc_ptr[job + 1]]
+        lo, hi = int(self.iv_ptr[job]), int(self.iv_ptr[job + 1])
+        parts = [np.arange(a, b) for a, b in zip(self.iv_lo[lo:hi], self.iv_hi[lo:hi], strict=True)]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+    @cached_property
+    def alloc_ptr(self) -> NDArray[np.int64]:
+        """Node-by-node CSR: job j used ``alloc_nodes[alloc_ptr[j]:alloc_ptr[j + 1]]``."""
+        ptr = np.zeros(self.nodes.shape[0] + 1, dtype=np.int64)
+        np.cumsum(self.nodes, out=ptr[1:])
+        return ptr
+
+    @cached_property
+    def alloc_nodes(self) -> NDArray[np.int64]:
+        lengths = self.iv_hi - self.iv_lo
+        total = int(lengths.sum())
+        # node = interval start + offset within the interval, for every interval at once
+        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return np.repeat(self.iv_lo, lengths) + np.arange(total, dtype=np.int64) - first
 
     @property
     def makespan(self) -> float:
@@ -62,26 +100,35 @@ def simulate(
     nodes: NDArray[np.int64],
     n_nodes: int,
     *,
-    backfill_depth: int = DEFAULT_BACKFILL_DEPTH,
+    bf_max_job_test: int | None = None,
 ) -> Schedule:
     n = int(submit.shape[0])
-    _validate(submit, runtime, requested, nodes, n_nodes, backfill_depth)
-    estimate = np.maximum(requested, runtime)
-    sim = _Sim(submit, runtime, estimate, nodes.astype(np.int64), n_nodes, backfill_depth)
-    sim.run()
+    _validate(submit, runtime, requested, nodes, n_nodes, bf_max_job_test)
+    submit = np.asarray(submit, dtype=np.float64)
+    runtime = np.asarray(runtime, dtype=np.float64)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    estimate = np.maximum(np.asarray(requested, dtype=np.float64), runtime)
+    order = np.argsort(submit, kind="stable")
+    sim = _Sim(submit[order], runtime[order], estimate[order], nodes[order], n_nodes)
+    sim.run(n if bf_max_job_test is None else bf_max_job_test)
+    start = np.empty(n)
+    start[order] = sim.start
+    ivs: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for pos, job in enumerate(order.tolist()):
+        ivs[job] = sim.allocation[pos]
+    counts = np.fromiter((len(v) for v in ivs), dtype=np.int64, count=n)
     ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(nodes, out=ptr[1:])
-    flat = np.empty(int(ptr[-1]), dtype=np.int64)
-    for job, used in enumerate(sim.allocation):
-        flat[ptr[job] : ptr[job + 1]] = used
+    np.cumsum(counts, out=ptr[1:])
+    flat = np.asarray([iv for v in ivs for iv in v], dtype=np.int64).reshape(-1, 2)
     return Schedule(
         n_nodes=n_nodes,
-        submit=submit.astype(np.float64),
-        start=sim.start,
-        end=sim.start + runtime,
-        nodes=nodes.astype(np.int64),
-        alloc_ptr=ptr,
-        alloc_nodes=flat,
+        submit=submit,
+        start=start,
+        end=start + runtime,
+        nodes=nodes,
+        iv_ptr=ptr,
+        iv_lo=np.ascontiguousarray(flat[:, 0]),
+        iv_hi=np.ascontiguousarray(flat[:, 1]),
     )
 
 
@@ -91,132 +138,248 @@ def _validate(
     requested: NDArray[np.float64],
     nodes: NDArray[np.int64],
     n_nodes: int,
-    depth: int,
+    max_test: int | None,
 ) -> None:
     if n_nodes < 1:
-        raise PtcError(f"--nodes must be >= 1, got {n_nodes}")
-    if depth < 0:
-        raise PtcError(f"backfill depth must be >= 0, got {depth}")
+        raise InputError(f"--nodes must be >= 1, got {n_nodes}")
+    if max_test is not None and max_test < 1:
+        raise InputError(f"--bf-max-job-test must be >= 1 (or unset: no limit), got {max_test}")
     if not (submit.shape == runtime.shape == requested.shape == nodes.shape):
-        raise PtcError("trace columns have different lengths")
+        raise InputError("trace columns have different lengths")
     arrays = {"submit": submit, "runtime": runtime, "requested": requested}
     for name, values in arrays.items():
         bad = ~np.isfinite(values) | (values < 0)
         if bad.any():
-            raise PtcError(f"job #{int(np.argmax(bad))}: {name} must be a finite number >= 0")
+            raise InputError(f"job #{int(np.argmax(bad))}: {name} must be a finite number >= 0")
     too_big = (nodes < 1) | (nodes > n_nodes)
     if too_big.any():
         j = int(np.argmax(too_big))
-        raise PtcError(f"job #{j} needs {int(nodes[j])} nodes; the partition has {n_nodes}")
+        raise InputError(f"job #{j} needs {int(nodes[j])} nodes; the partition has {n_nodes}")
 
 
 class _Sim:
+    """Works on arrival positions: job p is the p-th to arrive (FCFS order)."""
+
     def __init__(
         self,
-        submit: NDArray[np.float64],
+        arrival: NDArray[np.float64],
         runtime: NDArray[np.float64],
         estimate: NDArray[np.float64],
         nodes: NDArray[np.int64],
         n_nodes: int,
-        depth: int,
     ) -> None:
-        self.n = int(submit.shape[0])
-        self.submit = submit
+        self.n = int(arrival.shape[0])
+        self.arrival = arrival.tolist()
         self.runtime = runtime.tolist()
-        self.estimate_np = estimate
         self.estimate = estimate.tolist()
+        self.size = nodes.tolist()
+        self.q_size = np.full(self.n, _GONE, dtype=np.int64)  # size while queued
+        self.is_queued = [False] * self.n
+        self.q_est = estimate
         self.nodes_np = nodes
-        self.nodes = nodes.tolist()
-        self.depth = depth
         self.start = np.full(self.n, np.nan)
-        self.allocation: list[list[int]] = [[] for _ in range(self.n)]
-        self.free_nodes = list(range(n_nodes))  # a heap: lowest-numbered first
+        self.allocation: list[list[tuple[int, int]]] = [[] for _ in range(self.n)]
+        self.free_iv: list[tuple[int, int]] = [(0, n_nodes)]  # sorted, disjoint, merged
         self.free = n_nodes
-        self.pending: list[int] = []
-        self.running: dict[int, tuple[float, int]] = {}  # job -> (estimated end, nodes)
-        self.completions: list[tuple[float, int, int]] = []  # (end, start seq, job)
+        self.est_end = [0.0] * self.n
+        self.end_nodes: dict[float, int] = {}  # estimated end -> nodes of running jobs
+        self.end_times: list[float] = []  # sorted keys of end_nodes
+        self.completions: list[tuple[float, int, int]] = []  # (end, start seq, position)
         self.started = 0
+        self.queued = 0
+        self.sizes_queued: list[int] = []  # min-heap, lazily cleaned with count_by_size
+        self.count_by_size = [0] * (n_nodes + 1)
+        self.head = 0  # no queued job before this position
+        self.arrived = 0
         self.now = 0.0
-        self.settled = True  # the last pass left no queued job it looked at startable
+        self.shadow = 0.0
+        self.extra = 0
+        self.reserved = False  # shadow/extra hold for the current head and free nodes
 
-    def run(self) -> None:
-        order = np.argsort(self.submit, kind="stable").tolist()
-        arrivals = self.submit[order].tolist()
-        a = 0
-        inf = float("inf")
-        while a < self.n or self.completions:
-            next_arrival = arrivals[a] if a < self.n else inf
-            if self.completions and self.completions[0][0] <= next_arrival:
-                self.now, _, job = heapq.heappop(self.completions)
-                self._finish(job)
-                self._schedule()
+    def run(self, max_test: int) -> None:
+        arrival, completions = self.arrival, self.completions
+        n, pop = self.n, heapq.heappop
+        while self.arrived < n or completions:
+            a = self.arrived
+            if completions and (a >= n or completions[0][0] <= arrival[a]):
+                self.now, _, p = pop(completions)
+                self._finish(p)
+                if self.queued:
+                    self._pass(max_test)
             else:
-                self.now = next_arrival
-                self.pending.append(order[a])
-                a += 1
-                # A job queued behind the backfill window, or on a full partition, cannot
-                # start, and if the last pass backfilled nothing, no queued job it saw can
-                # start either: skip the pass. A pass that backfilled pulled jobs into the
-                # window that it never tried, so the next arrival still gets its pass.
-                behind = len(self.pending) > self.depth + 1
-                if self.free > 0 and not (behind and self.settled):
-                    self._schedule()
+                self.now = arrival[a]
+                self.arrived = a + 1
+                self._enqueue(a)
+                if self.queued == 1:
+                    self._pass(max_test)  # a new head
+                elif self.free > 0 and self.queued <= max_test:
+                    self._try_arrival(a)
 
-    def _finish(self, job: int) -> None:
-        del self.running[job]
-        for node in self.allocation[job]:
-            heapq.heappush(self.free_nodes, node)
-        self.free += self.nodes[job]
+    def _enqueue(self, p: int) -> None:
+        size = self.size[p]
+        self.q_size[p] = size
+        self.is_queued[p] = True
+        self.queued += 1
+        if self.count_by_size[size] == 0:
+            heapq.heappush(self.sizes_queued, size)
+        self.count_by_size[size] += 1
 
-    def _launch(self, job: int) -> None:
-        count = self.nodes[job]
-        used = [heapq.heappop(self.free_nodes) for _ in range(count)]
-        self.allocation[job] = used
-        self.free -= count
-        self.start[job] = self.now
-        self.running[job] = (self.now + self.estimate[job], count)
-        heapq.heappush(self.completions, (self.now + self.runtime[job], self.started, job))
-        self.started += 1
+    def _smallest_queued(self) -> int:
+        heap, count = self.sizes_queued, self.count_by_size
+        while count[heap[0]] == 0:
+            heapq.heappop(heap)
+        return heap[0]
 
-    def _schedule(self) -> None:
-        self.settled = True
-        pending = self.pending
-        taken = 0
-        while taken < len(pending) and self.nodes[pending[taken]] <= self.free:
-            self._launch(pending[taken])
-            taken += 1
-        if taken:
-            del pending[:taken]
-        if len(pending) < 2 or self.free == 0 or self.depth == 0:
+    def _try_arrival(self, p: int) -> None:
+        """The pass after an arrival behind a blocked head: only the new job can start."""
+        size = self.size[p]
+        if size > self.free:
             return
-        shadow, extra = self._reservation(self.nodes[pending[0]])
-        window = pending[1 : 1 + self.depth]
-        idx = np.asarray(window, dtype=np.int64)
-        size = self.nodes_np[idx].copy()
-        fits_before_shadow = self.now + self.estimate_np[idx] <= shadow
-        launched: set[int] = set()
-        free = self.free
-        while free > 0:
-            ok = (size <= free) & (fits_before_shadow | (size <= extra))
-            pick = int(np.argmax(ok))
-            if not ok[pick]:
-                break
-            job = window[pick]
-            self._launch(job)
-            launched.add(job)
-            free = self.free
-            if not fits_before_shadow[pick]:
-                extra -= int(size[pick])
-            size[pick] = _NEVER
-        if launched:
-            pending[1 : 1 + self.depth] = [j for j in window if j not in launched]
-            self.settled = False
+        if not self.reserved:
+            self._reserve()
+        if self.now + self.estimate[p] <= self.shadow:
+            self._launch(p)
+        elif size <= self.extra:
+            self._launch(p)
+            self.extra -= size
 
-    def _reservation(self, need: int) -> tuple[float, int]:
-        """Shadow time for a head job needing ``need`` nodes, and the nodes spare then."""
+    def _finish(self, p: int) -> None:
+        size = self.size[p]
+        self.free += size
+        end = self.est_end[p]
+        left = self.end_nodes[end] - size
+        if left:
+            self.end_nodes[end] = left
+        else:
+            del self.end_nodes[end]
+            times = self.end_times
+            del times[bisect_left(times, end)]
+        self.reserved = False
+        self._release(self.allocation[p])
+
+    def _launch(self, p: int) -> None:
+        size = self.size[p]
+        self.free -= size
+        self.q_size[p] = _GONE
+        self.is_queued[p] = False
+        self.queued -= 1
+        self.count_by_size[size] -= 1
+        now = self.now
+        self.start[p] = now
+        end = now + self.estimate[p]
+        self.est_end[p] = end
+        if end in self.end_nodes:
+            self.end_nodes[end] += size
+        else:
+            self.end_nodes[end] = size
+            insort(self.end_times, end)
+        heapq.heappush(self.completions, (now + self.runtime[p], self.started, p))
+        self.started += 1
+        self.allocation[p] = self._take(size)
+
+    def _pass(self, max_test: int) -> None:
+        size, is_queued = self.size, self.is_queued
+        head = self.head
+        while True:
+            while head < self.arrived and not is_queued[head]:
+                head += 1
+            self.head = head
+            if head == self.arrived:
+                return  # nothing queued
+            if size[head] > self.free:
+                break
+            self._launch(head)
+            self.reserved = False
+        if self.free == 0 or self.queued < 2 or self._smallest_queued() > self.free:
+            return
+        self._reserve()
+        if max_test >= self.queued:
+            self._scan_all(head + 1)
+        else:
+            self._scan_window(head, max_test)
+
+    def _reserve(self) -> None:
+        need = self.size[self.head]
         available = self.free
-        for estimated_end, count in sorted(self.running.values()):
-            available += count
+        for end in self.end_times:  # one entry per distinct end: ties are counted together
+            available += self.end_nodes[end]
             if available >= need:
-                return estimated_end, available - need
+                self.shadow, self.extra, self.reserved = end, available - need, True
+                return
         raise AssertionError("head job larger than the partition")  # excluded by _validate
+
+    def _scan_all(self, lo: int) -> None:
+        """Backfill from position ``lo`` on, the earliest startable job first."""
+        q_size, q_est = self.q_size, self.q_est
+        hi, chunk, now, shadow = self.arrived, _FIRST_CHUNK, self.now, self.shadow
+        while lo < hi and self.free > 0:
+            if self._smallest_queued() > self.free:
+                return
+            top = min(hi, lo + chunk)
+            sizes = q_size[lo:top]
+            ok = (sizes <= self.free) & ((now + q_est[lo:top] <= shadow) | (sizes <= self.extra))
+            i = int(ok.argmax())
+            if not ok[i]:
+                lo, chunk = top, chunk * 4
+                continue
+            p = lo + i
+            self._launch(p)
+            if now + self.estimate[p] > shadow:
+                self.extra -= self.size[p]
+            lo = p + 1
+
+    def _scan_window(self, head: int, max_test: int) -> None:
+        """Backfill among the ``max_test - 1`` queued jobs behind the head, again until the
+        jobs that move into the window after a start cannot start either."""
+        now, shadow = self.now, self.shadow
+        launched = True
+        while launched and self.free > 0:
+            launched = False
+            waiting = np.flatnonzero(self.q_size[head + 1 : self.arrived] != _GONE)
+            window = waiting[: max_test - 1] + head + 1
+            if window.size == 0:
+                return
+            sizes = self.q_size[window]
+            fits_by_shadow = now + self.q_est[window] <= shadow
+            while self.free > 0:
+                ok = (sizes <= self.free) & (fits_by_shadow | (sizes <= self.extra))
+                i = int(ok.argmax())
+                if not ok[i]:
+                    break
+                p = int(window[i])
+                self._launch(p)
+                launched = True
+                sizes[i] = _GONE
+                if not fits_by_shadow[i]:
+                    self.extra -= self.size[p]
+
+    def _take(self, count: int) -> list[tuple[int, int]]:
+        """The ``count`` lowest-numbered free nodes, as intervals."""
+        free_iv = self.free_iv
+        used: list[tuple[int, int]] = []
+        i = 0
+        while count:
+            lo, hi = free_iv[i]
+            if hi - lo <= count:
+                used.append((lo, hi))
+                count -= hi - lo
+                i += 1
+            else:
+                used.append((lo, lo + count))
+                free_iv[i] = (lo + count, hi)
+                count = 0
+        del free_iv[:i]
+        return used
+
+    def _release(self, intervals: list[tuple[int, int]]) -> None:
+        free_iv = self.free_iv
+        for lo, hi in intervals:
+            i = bisect_left(free_iv, (lo, hi))
+            if i > 0 and free_iv[i - 1][1] == lo:
+                i -= 1
+                lo = free_iv[i][0]
+                del free_iv[i]
+            if i < len(free_iv) and free_iv[i][0] == hi:
+                hi = free_iv[i][1]
+                del free_iv[i]
+            free_iv.insert(i, (lo, hi))
