@@ -291,7 +291,6 @@ class PortalParameter:
         hide: bool = False,
         prefix: str = PARAM_PREFIX,
         inputConstraints: Any = None,
-        advanced: bool = False,
     ) -> None:
         self.name = name
         self.description = description
@@ -299,7 +298,7 @@ class PortalParameter:
         self.longDescription = longDescription
         self.inputFieldHint = inputFieldHint
         self.inputConstraints = inputConstraints
-        self.groupId = "advanced" if advanced and groupId is None else groupId
+        self.groupId = groupId
         self.hide = hide
         self.prefix = prefix
         self._legalValues = legalValues or None
@@ -417,9 +416,10 @@ class _MultiMixin:
                 f"multi-value parameter '{self.name}': default {default!r} is not a list"
             )
         try:
-            return self.parse(default, self.name)
+            self.parse(default, self.name)
         except _BadValue as err:
             raise portal.PortalError(f"bad default for '{self.name}': {err.message}") from err
+        return default  # kept as given, as the portal line does: binding parses it
 
     def parse(self, value: Any, path: str) -> list[Any]:
         items = _json_value(value, path, list, "list")
@@ -563,8 +563,7 @@ def _define_parameter(
         "longDescription": longDescription,
         "inputFieldHint": inputFieldHint,
         "inputConstraints": inputConstraints,
-        "advanced": advanced,
-        "groupId": groupId,
+        "groupId": "advanced" if advanced and groupId is None else groupId,
         "hide": hide,
         "prefix": prefix,
     }
@@ -604,14 +603,12 @@ def _define_struct_parameter(
     multiValueTitle: str | None = None,
     inputConstraints: Any = None,
     prefix: str = PARAM_PREFIX,
-    groupId: str | None = None,
 ) -> PortalParameter:
     common: dict[str, Any] = {
         "longDescription": longDescription,
-        "advanced": advanced,
+        "groupId": "advanced" if advanced else None,
         "hide": hide,
         "inputConstraints": inputConstraints,
-        "groupId": groupId,
         "prefix": prefix,
     }
     p: PortalParameter
