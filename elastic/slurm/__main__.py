@@ -1,0 +1,5 @@
+import sys
+
+from elastic.slurm.service import main
+
+sys.exit(main())

@@ -1,0 +1,374 @@
+"""The Slurm elastic client: Slurm's power-save hooks, the PV loop, and graceful preemption.
+
+Slurm sees every pool node; nodes outside its partition are powered down as far as it knows
+(``State=CLOUD``). The client is the glue between Slurm and the manager:
+
+- ``resume(hostlist)`` (ResumeProgram): AddNodes, then ``Provisioner.power_on`` and
+  ``Provisioner.configure`` (the compute part of the playbooks), then wait for slurmd to
+  register. A failure at any step marks the node DOWN at once with a reason naming the step,
+  gives it back to the pool, and Slurm requeues the job that was waiting for it.
+- ``suspend(hostlist)`` (SuspendProgram): ``Provisioner.power_off`` (stop slurmd, clean up,
+  power down where the testbed can), then DeleteNodes.
+- ``resume_failed(hostlist)`` (ResumeFailProgram): the nodes Slurm gave up on go back to the
+  pool; they stay DOWN in Slurm with a reason.
+- ``report_pv()``: the PV of the live queue with the configured policy, to SetResourceValues.
+- ``notified(payload)`` (NotifyDeletePending): drain the nodes, reason
+  ``ptc reclamation <id> deadline <UTC time>``; ``step()`` hands back each one as soon as it is
+  idle, and ``requeue_lead`` seconds before the deadline requeues the jobs still on them
+  (``scontrol requeue``). A job that cannot be requeued (an interactive srun/salloc job, or one
+  Slurm refuses) is cancelled (``scancel``) and reported as not requeued: its work is lost.
+  The jobs are reported to the manager (``/v1/reclamations/<id>/jobs``).
+
+Handing a node back = DeleteNodes, then ``POWER_DOWN_FORCE`` (Slurm runs SuspendProgram, whose
+DeleteNodes then finds the node is no longer ours and moves on) and ``UNDRAIN`` so that Slurm
+may resume it again later. The client keeps no state on disk: after a restart the manager's
+next NotifyDeletePending (every minute) tells it again what is being reclaimed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from elastic.errors import InputError, NotFoundError, PtcError
+from elastic.events import OnEvent, Reporter
+from elastic.manager.client import ManagerClient
+from elastic.manager.errors import Conflict, Forbidden
+from elastic.policies import Policy
+from elastic.slurm.commands import Slurm, SlurmCommandError
+from elastic.slurm.queue import compute_pv, parse_squeue
+
+log = logging.getLogger(__name__)
+
+
+class Provisioner(Protocol):
+    """What the testbed does to a node. The lead's deploy code implements it (local testbed:
+    start the node's container and rewire its LAN ports, then run the compute part of the
+    playbooks with ``--limit``; CloudLab: power on and off are no-ops). Each method raises a
+    PtcError whose message names the failed step (e.g. a DeployError naming the task)."""
+
+    def power_on(self, nodes: Sequence[str]) -> None: ...
+
+    def configure(self, nodes: Sequence[str]) -> None: ...
+
+    def power_off(self, nodes: Sequence[str]) -> None: ...
+
+
+class NoProvisioner:
+    """Nodes that are always up and already configured (a CloudLab pool with a full image)."""
+
+    def power_on(self, nodes: Sequence[str]) -> None:
+        pass
+
+    def configure(self, nodes: Sequence[str]) -> None:
+        pass
+
+    def power_off(self, nodes: Sequence[str]) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    partition: str = "slurm"  # the manager's partition name
+    slurm_partition: str | None = None  # Slurm partition whose jobs count (None: all)
+    register_timeout: float = 120.0  # resume: wait this long for slurmd to register
+    register_poll: float = 2.0
+    requeue_lead: float = 2.0  # requeue this long before the deadline
+
+
+@dataclass
+class Pending:
+    reclamation: str
+    nodes: set[str]
+    deadline: float
+    reason: str
+    drained: set[str] = field(default_factory=set)
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class HookResult:
+    ready: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # node -> reason
+
+
+def _short(err: Exception) -> str:
+    text = " ".join(str(err).split())
+    return text[:200]
+
+
+class SlurmElasticClient:
+    def __init__(
+        self,
+        slurm: Slurm,
+        manager: ManagerClient,
+        policy: Policy,
+        *,
+        provisioner: Provisioner | None = None,
+        config: ClientConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        on_event: OnEvent | None = None,
+    ) -> None:
+        self.slurm = slurm
+        self.manager = manager
+        self.policy = policy
+        self.provisioner = provisioner or NoProvisioner()
+        self.config = config or ClientConfig()
+        self.clock = clock
+        self.sleep = sleep
+        self.report = Reporter("slurm-elastic", on_event)
+        self.pending: dict[str, Pending] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def partition(self) -> str:
+        return self.config.partition
+
+    def held(self) -> list[str]:
+        return sorted(n["name"] for n in self.manager.discover() if n["owner"] == self.partition)
+
+    # -- power-save hooks ---------------------------------------------------------------
+    def resume(self, hostlist: str) -> HookResult:
+        nodes = self.slurm.expand(hostlist)
+        self.report.begin(f"resume {hostlist}", total=len(nodes))
+        failed: dict[str, str] = {}
+        ready = self._add(nodes, failed)
+        for step, action in (
+            ("power on", self.provisioner.power_on),
+            ("configure", self.provisioner.configure),
+        ):
+            if not ready:
+                break
+            try:
+                action(ready)
+            except PtcError as err:
+                for node in ready:
+                    failed[node] = f"{step} failed: {_short(err)}"
+                ready = []
+        if ready:
+            missing = self._wait_registered(ready)
+            for node in missing:
+                failed[node] = (
+                    f"slurmd did not register within {self.config.register_timeout:.0f} s"
+                )
+            ready = [n for n in ready if n not in missing]
+        if failed:
+            self._fail(failed)
+        self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
+        return HookResult(ready, failed)
+
+    def _add(self, nodes: list[str], failed: dict[str, str]) -> list[str]:
+        try:
+            self.manager.add_nodes(self.partition, nodes=nodes)
+            return nodes
+        except (Conflict, NotFoundError, Forbidden):
+            pass  # AddNodes is all or nothing: try the nodes one by one
+        except PtcError as err:
+            for node in nodes:
+                failed[node] = f"manager: {_short(err)}"
+            return []
+        ready = []
+        for node in nodes:
+            try:
+                self.manager.add_nodes(self.partition, nodes=[node])
+                ready.append(node)
+            except PtcError as err:
+                failed[node] = f"manager refused: {_short(err)}"
+        return ready
+
+    def _wait_registered(self, nodes: list[str]) -> list[str]:
+        deadline = self.clock() + self.config.register_timeout
+        waiting = set(nodes)
+        while True:
+            try:
+                states = self.slurm.node_states(sorted(waiting))
+            except SlurmCommandError as err:
+                self.report.warning(f"sinfo failed: {err}")
+                states = {}
+            for node, state in states.items():
+                # '#' powering up, '~' powered down, '*' not responding, down: not yet
+                if not any(mark in state for mark in "#~*%") and not state.startswith("down"):
+                    waiting.discard(node)
+            if not waiting or self.clock() >= deadline:
+                return sorted(waiting)
+            self.sleep(self.config.register_poll)
+
+    def _fail(self, failed: dict[str, str]) -> None:
+        """DOWN in Slurm with the reason (Slurm requeues the job waiting for the node), then
+        back to the pool. Best effort on each step: the node must not stay half-added."""
+        for node, reason in sorted(failed.items()):
+            self.report.warning(f"{node}: {reason}")
+            try:
+                self.slurm.down([node], f"ptc resume: {reason}"[:250])
+            except SlurmCommandError as err:
+                self.report.warning(f"{node}: could not mark DOWN: {err}")
+        self._give_back(sorted(failed))
+
+    def _give_back(self, nodes: list[str]) -> list[str]:
+        """DeleteNodes for those of ``nodes`` we hold; nodes already gone are not an error."""
+        mine = set(self.held())
+        ours = [n for n in nodes if n in mine]
+        if ours:
+            try:
+                self.manager.delete_nodes(self.partition, ours)
+            except (Conflict, Forbidden, NotFoundError, InputError) as err:
+                self.report.warning(f"release {ours}: {err}")
+        return ours
+
+    def suspend(self, hostlist: str) -> list[str]:
+        nodes = self.slurm.expand(hostlist)
+        try:
+            self.provisioner.power_off(nodes)
+        except PtcError as err:
+            self.report.warning(f"power off {hostlist}: {err}")
+        released = self._give_back(nodes)
+        self.report.status(f"suspend {hostlist}: released {released or 'none (not ours)'}")
+        return released
+
+    def resume_failed(self, hostlist: str) -> list[str]:
+        nodes = self.slurm.expand(hostlist)
+        try:
+            self.slurm.down(nodes, "ptc resume: slurmd did not register (ResumeTimeout)")
+        except SlurmCommandError as err:
+            self.report.warning(f"mark DOWN {hostlist}: {err}")
+        try:
+            self.provisioner.power_off(nodes)
+        except PtcError as err:
+            self.report.warning(f"power off {hostlist}: {err}")
+        return self._give_back(nodes)
+
+    # -- PV loop --------------------------------------------------------------------------
+    def report_pv(self) -> dict[str, float]:
+        now = self.clock()
+        held = self.held()
+        vector = compute_pv(self.slurm, self.policy, self.config.slurm_partition, held, now)
+        jobs = [
+            {
+                "job_id": j.job_id,
+                "nodes": list(j.nodes),
+                "elapsed": j.elapsed,
+                "remaining": j.remaining,
+                "priority": j.priority,
+                "user": j.user,
+                "queue": j.queue,
+            }
+            for j in vector.snapshot.jobs
+        ]
+        self.manager.set_values(
+            self.partition, dict(vector.pv.values), policy=vector.pv.policy, at=now, jobs=jobs
+        )
+        return dict(vector.pv.values)
+
+    # -- graceful preemption --------------------------------------------------------------
+    def notified(self, payload: dict[str, Any]) -> None:
+        """NotifyDeletePending: remember the reclamation and drain its nodes (idempotent)."""
+        rec_id = str(payload["reclamation"])
+        nodes = {str(n) for n in payload["nodes"]}
+        deadline = float(payload["deadline"])
+        reason = str(payload.get("reason") or f"ptc reclamation {rec_id}")
+        with self._lock:
+            pending = self.pending.get(rec_id)
+            if pending is None:
+                pending = self.pending[rec_id] = Pending(rec_id, nodes, deadline, reason)
+                self.report.status(
+                    f"reclamation {rec_id}: {sorted(nodes)} by "
+                    f"{datetime.fromtimestamp(deadline, UTC):%H:%M:%S}"
+                )
+            else:
+                pending.nodes = nodes  # the manager lists what is still outstanding
+            todo = sorted(nodes - pending.drained)
+            if todo:
+                self.slurm.drain(todo, reason)
+                pending.drained |= set(todo)
+
+    def step(self) -> None:
+        """Hand back idle drained nodes; at the deadline requeue and hand back the rest."""
+        with self._lock:
+            for rec_id, pending in list(self.pending.items()):
+                self._step_one(pending)
+                if pending.done:
+                    del self.pending[rec_id]
+
+    def _busy(self, nodes: list[str]) -> dict[str, list[str]]:
+        """{node: job ids running there} for the busy ones among ``nodes``."""
+        busy: dict[str, list[str]] = {}
+        for job in parse_squeue(self.slurm.jobs_on(nodes), self.slurm):
+            for node in job.nodes:
+                if node in nodes:
+                    busy.setdefault(node, []).append(job.job_id)
+        return busy
+
+    def _step_one(self, pending: Pending) -> None:
+        mine = set(self.held())
+        now = self.clock()
+        if now >= pending.deadline - self.config.requeue_lead:
+            # Requeue on every outstanding node, ours or already taken by the manager: the
+            # jobs must not keep running on a node that has left the partition.
+            nodes = sorted(pending.nodes)
+            jobs = parse_squeue(self.slurm.jobs_on(nodes), self.slurm)
+            report = [self._requeue(job.job_id, job.elapsed, len(job.nodes)) for job in jobs]
+            if report:
+                try:
+                    self.manager.report_jobs(pending.reclamation, report)
+                except PtcError as err:
+                    self.report.warning(f"reclamation {pending.reclamation}: report: {err}")
+            self._hand_back(nodes, pending, mine)
+            pending.done = True
+            return
+        pending.nodes &= mine  # released some other way (SuspendProgram)
+        nodes = sorted(pending.nodes)
+        if not nodes:
+            pending.done = True
+            return
+        idle = [n for n in nodes if n not in self._busy(nodes)]
+        if idle:
+            self._hand_back(idle, pending, mine)
+            if not pending.nodes:
+                pending.done = True
+
+    def _requeue(self, job_id: str, elapsed: float, node_count: int) -> dict[str, Any]:
+        try:
+            self.slurm.requeue(job_id)
+            self.report.status(f"job {job_id} requeued")
+            return {
+                "job_id": job_id,
+                "elapsed": elapsed,
+                "node_count": node_count,
+                "requeued": True,
+            }
+        except SlurmCommandError as err:
+            detail = _short(err)
+        try:
+            self.slurm.cancel(job_id)
+            detail += "; cancelled"
+        except SlurmCommandError as err:
+            detail += f"; cancel failed: {_short(err)}"
+        self.report.warning(f"job {job_id} could not be requeued: {detail}")
+        return {
+            "job_id": job_id,
+            "elapsed": elapsed,
+            "node_count": node_count,
+            "requeued": False,
+            "detail": detail[:1000],
+        }
+
+    def _hand_back(self, nodes: list[str], pending: Pending, mine: set[str]) -> None:
+        ours = [n for n in nodes if n in mine]
+        if ours:
+            try:
+                self.manager.delete_nodes(self.partition, ours)
+            except (Conflict, Forbidden, NotFoundError) as err:
+                self.report.warning(f"reclamation {pending.reclamation}: release {ours}: {err}")
+        try:
+            self.slurm.power_down(nodes, pending.reason)
+            self.slurm.undrain(nodes)
+        except SlurmCommandError as err:
+            self.report.warning(f"reclamation {pending.reclamation}: power down {nodes}: {err}")
+        pending.nodes -= set(nodes)
+        self.report.status(f"reclamation {pending.reclamation}: handed back {nodes}")

@@ -1,0 +1,131 @@
+"""Every Slurm command the elastic client runs, through an injected runner.
+
+The runner takes an argv and returns stdout, or raises :class:`SlurmCommandError`; unit tests
+pass a fake that records the argv and answers from fixtures, the service passes
+:func:`subprocess_runner`. Nothing here goes through a shell.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from typing import Protocol
+
+from elastic.errors import PtcError
+
+
+class SlurmCommandError(PtcError):
+    """A Slurm command failed; ``argv``, ``returncode`` and ``output`` say how."""
+
+    def __init__(self, argv: Sequence[str], returncode: int | None, output: str) -> None:
+        detail = output.strip().splitlines()[-1] if output.strip() else "no output"
+        super().__init__(f"{' '.join(argv)}: exit {returncode}: {detail}")
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.output = output
+
+
+class Runner(Protocol):
+    def __call__(self, argv: Sequence[str]) -> str: ...
+
+
+def subprocess_runner(timeout: float = 30.0) -> Runner:
+    def run(argv: Sequence[str]) -> str:
+        try:
+            done = subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired as err:
+            raise SlurmCommandError(argv, None, f"timed out after {timeout} s") from err
+        except OSError as err:
+            raise SlurmCommandError(argv, None, str(err)) from err
+        if done.returncode != 0:
+            raise SlurmCommandError(argv, done.returncode, done.stderr + done.stdout)
+        return done.stdout
+
+    return run
+
+
+# squeue's -o format: one running job per line, fields split by "|"; the name goes last
+# because it may itself contain "|". The JSON output (--json) needs Slurm's openapi/data
+# parser plugins, which Debian 12's slurm 22.05.8 packages do not promise; this format works
+# on every Slurm since 2.x.
+SQUEUE_FIELDS = ("job_id", "partition", "user", "qos", "state", "elapsed", "left", "nodes", "name")
+SQUEUE_FORMAT = "%A|%P|%u|%q|%T|%M|%L|%N|%j"
+
+
+class Slurm:
+    """The commands, named by what they do."""
+
+    def __init__(self, run: Runner) -> None:
+        self.run = run
+
+    def expand(self, hostlist: str) -> list[str]:
+        """``node-[0-2],head`` -> every name, by ``scontrol show hostnames``."""
+        if not hostlist.strip():
+            return []
+        return self.run(["scontrol", "show", "hostnames", hostlist]).split()
+
+    def compress(self, nodes: Sequence[str]) -> str:
+        if not nodes:
+            return ""
+        return self.run(["scontrol", "show", "hostlist", ",".join(nodes)]).strip()
+
+    def running_jobs(self, partition: str | None) -> str:
+        argv = ["squeue", "--noheader", "--states=RUNNING,COMPLETING", "--format", SQUEUE_FORMAT]
+        if partition:
+            argv += ["--partition", partition]
+        return self.run(argv)
+
+    def jobs_on(self, nodes: Sequence[str]) -> str:
+        """Running jobs that touch ``nodes`` (any partition)."""
+        return self.run(
+            [
+                "squeue",
+                "--noheader",
+                "--states=RUNNING,COMPLETING,CONFIGURING",
+                "--nodelist",
+                ",".join(nodes),
+                "--format",
+                SQUEUE_FORMAT,
+            ]
+        )
+
+    def update_nodes(self, nodes: Sequence[str], state: str, reason: str | None = None) -> None:
+        argv = ["scontrol", "update", f"NodeName={','.join(nodes)}", f"State={state}"]
+        if reason is not None:
+            argv.append(f"Reason={reason}")
+        self.run(argv)
+
+    def drain(self, nodes: Sequence[str], reason: str) -> None:
+        self.update_nodes(nodes, "DRAIN", reason)
+
+    def down(self, nodes: Sequence[str], reason: str) -> None:
+        self.update_nodes(nodes, "DOWN", reason)
+
+    def power_down(self, nodes: Sequence[str], reason: str) -> None:
+        """Slurm powers the nodes down now (jobs on them are killed), through SuspendProgram."""
+        self.update_nodes(nodes, "POWER_DOWN_FORCE", reason)
+
+    def undrain(self, nodes: Sequence[str]) -> None:
+        """Clear DRAIN, leave the base state (powered down) as it is (Slurm >= 20.11)."""
+        self.update_nodes(nodes, "UNDRAIN")
+
+    def requeue(self, job_id: str) -> None:
+        self.run(["scontrol", "requeue", job_id])
+
+    def cancel(self, job_id: str) -> None:
+        self.run(["scancel", job_id])
+
+    def node_states(self, nodes: Sequence[str]) -> dict[str, str]:
+        """``{node: state}`` from ``sinfo -N`` (long state names, with Slurm's suffixes such
+        as ``~`` powered down, ``#`` powering up, ``%`` powering down, ``*`` not responding)."""
+        out = self.run(
+            ["sinfo", "--noheader", "--Node", "--nodes", ",".join(nodes), "--format", "%N|%T"]
+        )
+        states: dict[str, str] = {}
+        for line in out.splitlines():
+            name, _, state = line.strip().partition("|")
+            if name:
+                states[name] = state.strip().lower()
+        return states

@@ -1,0 +1,258 @@
+"""The Slurm client as a service (PV loop + NotifyDeletePending endpoint) and as the programs
+slurmctld runs: ``python -m elastic.slurm {serve|resume|suspend|resume-fail} [HOSTLIST]``.
+
+Configuration (YAML, ``--config``, default ``/etc/ptc-elastic/slurm-client.yml``)::
+
+    manager_url: http://10.10.1.1:8700
+    token_file: /etc/ptc-elastic/tokens/partition-slurm.token   # root-only
+    partition: slurm              # the manager's partition
+    slurm_partition: elastic      # whose jobs make the PV (omit: every partition)
+    policy: LIFO                  # RANDOM, FIFO, LIFO, PAP, PAP+
+    priority_rules: []            # PAP+: ["queue=high:10", "user=alice:5"]
+    seed: 0                       # RANDOM
+    listen: 10.10.1.1             # the endpoint the manager notifies (LAN address)
+    port: 8701
+    pv_interval: 30               # T: SetResourceValues every T seconds
+    step_interval: 1              # reclamation steps (idle nodes back, requeue at deadline)
+    register_timeout: 120         # resume: wait for slurmd
+    requeue_lead: 2
+    log_file: /var/log/ptc-elastic/slurm-hooks.log   # the hooks' log (slurmctld drops output)
+    provisioner: ""               # "module:function" returning a Provisioner; "" = none
+
+The role installs three tiny programs for slurm.conf, e.g. ``/usr/local/sbin/ptc-slurm-resume``::
+
+    #!/bin/sh
+    exec /opt/ptc/.venv/bin/python -m elastic.slurm resume "$@"
+
+(``suspend``, ``resume-fail`` alike) and a systemd unit running ``python -m elastic.slurm serve``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import importlib
+import logging
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from fastapi import Depends, FastAPI
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from elastic.errors import InputError, PtcError
+from elastic.events import to_logger
+from elastic.manager.client import ManagerClient, read_token
+from elastic.manager.service import check_listen
+from elastic.policies import POLICY_NAMES, PriorityRule, make_policy
+from elastic.slurm.client import ClientConfig, NoProvisioner, Provisioner, SlurmElasticClient
+from elastic.slurm.commands import Slurm, subprocess_runner
+
+log = logging.getLogger("ptc.elastic.slurm")
+NOTIFY_PATH = "/v1/notify-delete-pending"
+
+
+@dataclass(frozen=True)
+class SlurmClientSettings:
+    manager_url: str
+    token_file: Path
+    partition: str = "slurm"
+    slurm_partition: str | None = None
+    policy: str = "LIFO"
+    priority_rules: tuple[str, ...] = ()
+    seed: int = 0
+    listen: str = "127.0.0.1"
+    port: int = 8701
+    pv_interval: float = 30.0
+    step_interval: float = 1.0
+    register_timeout: float = 120.0
+    requeue_lead: float = 2.0
+    log_file: Path | None = None
+    provisioner: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> SlurmClientSettings:
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise InputError(f"{path}: cannot read the Slurm client configuration: {err}") from err
+        if not isinstance(raw, dict):
+            raise InputError(f"{path}: expected a mapping")
+        known = set(cls.__dataclass_fields__) - {"extra"}
+        for key in ("manager_url", "token_file"):
+            if key not in raw:
+                raise InputError(f"{path}: {key}: missing")
+        extra = {k: raw.pop(k) for k in list(raw) if k not in known}
+        if str(raw.get("policy", "LIFO")).upper() not in POLICY_NAMES:
+            raise InputError(f"{path}: policy: {raw['policy']!r}; choose from {POLICY_NAMES}")
+        check_listen(str(raw.get("listen", "127.0.0.1")), f"{path}: listen")
+        raw["token_file"] = Path(raw["token_file"])
+        if raw.get("log_file"):
+            raw["log_file"] = Path(raw["log_file"])
+        raw["priority_rules"] = tuple(raw.get("priority_rules") or ())
+        return cls(**raw, extra=extra)
+
+
+def load_provisioner(spec: str, settings: SlurmClientSettings) -> Provisioner:
+    """The seam for the testbed's power and playbook steps: ``module:function`` is called with
+    the settings and returns a Provisioner (elastic.deploy will provide one)."""
+    if not spec:
+        return NoProvisioner()
+    module, _, name = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise InputError(f"provisioner: {spec!r}: {err}") from err
+    provisioner: Provisioner = factory(settings)
+    return provisioner
+
+
+def build_client(settings: SlurmClientSettings) -> SlurmElasticClient:
+    rule = PriorityRule.parse(settings.priority_rules) if settings.priority_rules else None
+    return SlurmElasticClient(
+        Slurm(subprocess_runner()),
+        ManagerClient(settings.manager_url, read_token(settings.token_file)),
+        make_policy(settings.policy, seed=settings.seed, rule=rule),
+        provisioner=load_provisioner(settings.provisioner, settings),
+        config=ClientConfig(
+            partition=settings.partition,
+            slurm_partition=settings.slurm_partition,
+            register_timeout=settings.register_timeout,
+            requeue_lead=settings.requeue_lead,
+        ),
+        on_event=to_logger(log),
+    )
+
+
+class DeletePending(BaseModel):
+    reclamation: str = Field(min_length=1, max_length=64)
+    partition: str = Field(max_length=64)
+    nodes: list[str] = Field(max_length=10000)
+    grace: float = Field(ge=0)
+    deadline: float
+    deadline_iso: str = ""
+    reason: str = Field(default="", max_length=250)
+    manager_values: dict[str, float] = Field(default_factory=dict)
+
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def create_app(
+    client: SlurmElasticClient,
+    token: str,
+    *,
+    pv_interval: float = 30.0,
+    step_interval: float = 1.0,
+    run_loop: bool = True,
+) -> FastAPI:
+    """The client's endpoint (NotifyDeletePending, authenticated with the partition's token)
+    and, while it runs, the PV loop and the reclamation steps."""
+
+    async def loop() -> None:
+        last_pv = -1e18
+        while True:
+            now = client.clock()
+            try:
+                if now - last_pv >= pv_interval:
+                    last_pv = now
+                    await asyncio.to_thread(client.report_pv)
+                await asyncio.to_thread(client.step)
+            except PtcError as err:
+                log.warning("%s", err)
+            except Exception:
+                log.exception("slurm client loop")
+            await asyncio.sleep(step_interval)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(loop()) if run_loop else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    app = FastAPI(title="ptc Slurm elastic client", version="1", lifespan=lifespan)
+
+    def check(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        given = (credentials.credentials if credentials else "").encode()
+        if not hmac.compare_digest(given, token.encode()):
+            raise _Unauthorized()
+
+    @app.exception_handler(PtcError)
+    async def ptc_error(_: Any, err: PtcError) -> JSONResponse:
+        status = 401 if isinstance(err, _Unauthorized) else 500
+        return JSONResponse({"error": type(err).__name__, "message": str(err)}, status)
+
+    @app.post(NOTIFY_PATH, dependencies=[Depends(check)])
+    def notify(payload: DeletePending) -> dict[str, bool]:
+        client.notified(payload.model_dump())
+        return {"ok": True}
+
+    return app
+
+
+class _Unauthorized(PtcError):
+    def __init__(self) -> None:
+        super().__init__("wrong or missing token")
+
+
+def _setup_logging(settings: SlurmClientSettings | None, to_file: bool) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if to_file and settings is not None and settings.log_file is not None:
+        settings.log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(settings.log_file))
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m elastic.slurm")
+    parser.add_argument("--config", type=Path, default=Path("/etc/ptc-elastic/slurm-client.yml"))
+    parser.add_argument("action", choices=["serve", "resume", "suspend", "resume-fail"])
+    parser.add_argument("hostlist", nargs="?", default="")
+    args = parser.parse_args(argv)
+    settings = SlurmClientSettings.load(args.config)
+    _setup_logging(settings, to_file=args.action != "serve")
+    try:
+        client = build_client(settings)
+        if args.action == "serve":
+            import uvicorn
+
+            token = read_token(settings.token_file)
+            app = create_app(
+                client,
+                token,
+                pv_interval=settings.pv_interval,
+                step_interval=settings.step_interval,
+            )
+            uvicorn.run(app, host=settings.listen, port=settings.port, access_log=False)
+            return 0
+        if not args.hostlist:
+            raise InputError(f"{args.action}: HOSTLIST missing")
+        if args.action == "resume":
+            return 0 if not client.resume(args.hostlist).failed else 1
+        if args.action == "suspend":
+            client.suspend(args.hostlist)
+        else:
+            client.resume_failed(args.hostlist)
+        return 0
+    except PtcError as err:
+        log.error("%s %s: %s", args.action, args.hostlist, err)
+        return err.exit_code
