@@ -174,6 +174,21 @@ def test_second_deploy_changes_nothing(deployed: Path, ptc: Runner) -> None:
     assert summary["changed"] == 0, f"second run changed tasks: {changed}"
 
 
+def test_head_runs_the_compute_playbook_by_itself(deployed: Path) -> None:
+    """No workstation and no PTC_HOME: the head builds an inventory from `geni-get manifest`
+    and runs site.yml from /local/repository against one compute node over the key mesh."""
+    out = ssh(deployed, "head", "ptc-playbook --limit node-1 2>&1 | tail -n 20; exit ${PIPESTATUS[0]}")
+    assert "node-1" in out.stdout and "failed=0" in out.stdout, out.stdout
+    assert "unreachable=0" in out.stdout, out.stdout
+    recap = next(line for line in out.stdout.splitlines() if line.startswith("node-1 "))
+    assert "changed=0" in recap, recap  # the workstation's deploy already did it all
+    inventory = ssh(deployed, "head", "cat /var/lib/ptc/ansible/inventory/hosts.yml").stdout
+    assert "ansible_host: 10.10.1.3" in inventory and "ansible_user: root" in inventory
+    assert "ptc_testbed: local" in ssh(
+        deployed, "head", "cat /var/lib/ptc/ansible/inventory/group_vars/all/testbed.yml"
+    ).stdout or "ptc_testbed: local" in inventory
+
+
 def test_verify_names_the_broken_node_and_check(deployed: Path, ptc: Runner) -> None:
     ssh(deployed, "node-1", "systemctl stop munge")
     try:

@@ -24,7 +24,7 @@ from elastic import atomic, paths
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
 from elastic.testbed import rspec
-from elastic.testbed.backends.local import etc_hosts, image, network, podman
+from elastic.testbed.backends.local import DOMAIN, etc_hosts, image, network, podman
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 from elastic.testbed.topology import Login, Node, Topology
@@ -32,7 +32,7 @@ from elastic.testbed.topology import Login, Node, Topology
 NODE_LABEL = "io.ptc.node"
 GENI_DIR = "/var/lib/ptc-geni"
 SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
-DOMAIN = "ptc.local"
+
 BOOT_TIMEOUT = 120.0
 EXECUTE_TIMEOUT = 300.0
 
