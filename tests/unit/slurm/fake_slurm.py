@@ -1,0 +1,106 @@
+"""A stand-in for Slurm's commands (the real ones run in the integration tests): it keeps node
+states and running jobs, answers squeue/sinfo/scontrol like Slurm 22.05, and records argv."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from elastic.slurm.commands import SlurmCommandError
+
+
+def expand(hostlist: str) -> list[str]:
+    out: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?", hostlist):
+        part = part.strip(",")
+        m = re.fullmatch(r"(.*)\[(.*)\]", part)
+        if not m:
+            out.append(part)
+            continue
+        prefix, ranges = m.groups()
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            for i in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{i}")
+    return out
+
+
+@dataclass
+class Job:
+    job_id: str
+    nodes: list[str]
+    elapsed: str = "1:40"
+    left: str = "10:00"
+    qos: str = "normal"
+    user: str = "alice"
+    name: str = "sleep"
+    partition: str = "elastic"
+    requeueable: bool = True
+
+
+@dataclass
+class FakeSlurm:
+    jobs: list[Job] = field(default_factory=list)
+    states: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    calls: list[list[str]] = field(default_factory=list)
+    requeued: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    register_after: int = 0  # sinfo polls before a resumed node shows registered
+
+    def line(self, job: Job) -> str:
+        nodes = ",".join(job.nodes)
+        return (
+            f"{job.job_id}|{job.partition}|{job.user}|{job.qos}|RUNNING|{job.elapsed}|{job.left}"
+            f"|{nodes}|{job.name}"
+        )
+
+    def __call__(self, argv: Sequence[str]) -> str:
+        argv = list(argv)
+        self.calls.append(argv)
+        cmd = argv[0]
+        if argv[:3] == ["scontrol", "show", "hostnames"]:
+            return "\n".join(expand(argv[3])) + "\n"
+        if cmd == "squeue":
+            jobs = self.jobs
+            if "--nodelist" in argv:
+                wanted = set(expand(argv[argv.index("--nodelist") + 1]))
+                jobs = [j for j in jobs if wanted & set(j.nodes)]
+            if "--partition" in argv:
+                part = argv[argv.index("--partition") + 1]
+                jobs = [j for j in jobs if j.partition == part]
+            return "".join(self.line(j) + "\n" for j in jobs)
+        if argv[:2] == ["scontrol", "update"]:
+            nodes = expand(argv[2].removeprefix("NodeName="))
+            state = argv[3].removeprefix("State=")
+            for n in nodes:
+                self.states[n] = state.lower()
+                if len(argv) > 4:
+                    self.reasons[n] = argv[4].removeprefix("Reason=")
+            return ""
+        if argv[:2] == ["scontrol", "requeue"]:
+            job = next(j for j in self.jobs if j.job_id == argv[2])
+            if not job.requeueable:
+                raise SlurmCommandError(
+                    argv,
+                    1,
+                    "Requeue of JobId=7 returned an error: Only batch jobs are accepted or processed",
+                )
+            self.requeued.append(job.job_id)
+            self.jobs.remove(job)
+            return ""
+        if cmd == "scancel":
+            self.cancelled.append(argv[1])
+            self.jobs = [j for j in self.jobs if j.job_id != argv[1]]
+            return ""
+        if cmd == "sinfo":
+            nodes = expand(argv[argv.index("--nodes") + 1])
+            if self.register_after > 0:
+                self.register_after -= 1
+                return "".join(f"{n}|idle#\n" for n in nodes)
+            return "".join(f"{n}|{self.states.get(n, 'idle')}\n" for n in nodes)
+        raise SlurmCommandError(argv, 127, f"fake slurm: unknown command {argv}")
+
+    def updates(self) -> list[list[str]]:
+        return [c for c in self.calls if c[:2] == ["scontrol", "update"]]

@@ -1,0 +1,248 @@
+"""The Slurm client's logic against a real manager and a fake Slurm that records commands."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import NODES, T0, World
+from fake_slurm import FakeSlurm, Job
+from fastapi.testclient import TestClient
+
+from elastic.errors import InputError, PtcError
+from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
+from elastic.slurm.commands import Slurm
+from elastic.slurm.queue import parse_duration, parse_squeue
+from elastic.slurm.service import SlurmClientSettings, create_app
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0:00", 0.0),
+        ("1:02", 62.0),
+        ("1:02:03", 3723.0),
+        ("1-01:02:03", 90123.0),
+        ("2-00:00:00", 172800.0),
+        ("UNLIMITED", None),
+        ("NOT_SET", None),
+    ],
+)
+def test_parse_duration(text: str, seconds: float | None) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_parse_duration_names_the_bad_value() -> None:
+    with pytest.raises(PtcError, match="1:xx"):
+        parse_duration("1:xx")
+
+
+def test_parse_squeue_expands_hostlists_with_scontrol() -> None:
+    fake = FakeSlurm()
+    out = "12|elastic|bob|high|RUNNING|5:00|UNLIMITED|node-[1-2]|a|b\n13|elastic|al|normal|RUNNING|0:07|1:00|node-0|x\n"
+    jobs = parse_squeue(out, Slurm(fake))
+    assert jobs[0].nodes == ("node-1", "node-2") and jobs[0].name == "a|b"
+    assert jobs[0].elapsed == 300.0 and jobs[0].remaining is None and jobs[0].qos == "high"
+    assert jobs[1].nodes == ("node-0",) and jobs[1].remaining == 60.0
+    assert ["scontrol", "show", "hostnames", "node-[1-2]"] in fake.calls
+
+
+def hold_all(world: World) -> None:
+    world.manager.add_nodes(world.admin, "slurm", nodes=list(NODES))
+
+
+def test_pv_from_the_queue_is_the_policy_s_and_the_manager_picks_from_it(world: World) -> None:
+    hold_all(world)
+    world.slurm.jobs = [
+        Job("1", ["node-0"], elapsed="1:40", left="20:00"),
+        Job("2", ["node-1", "node-2"], elapsed="8:20", left="0:10"),
+        Job("3", ["head"], partition="other"),  # another Slurm partition's job: not ours
+    ]
+    values = world.client.report_pv()
+    snap = Snapshot(
+        T0,
+        NODES,
+        (
+            JobInfo("1", ("node-0",), 100.0, remaining=1200.0),
+            JobInfo("2", ("node-1", "node-2"), 500.0, remaining=10.0),
+        ),
+    )
+    assert values == dict(LifoPolicy().evaluate(snap).values)
+    stored = world.manager.read().partitions["slurm"].pv
+    assert stored is not None and stored.policy == "LIFO"
+    assert [j.job_id for j in stored.jobs] == ["1", "2"]
+    rec = world.manager.reclaim(world.admin, "slurm", 2, 30)
+    assert rec.chosen == select_nodes(LifoPolicy().evaluate(snap), 2) == ["node-3", "node-0"]
+
+
+def test_graceful_preemption_drain_release_idle_requeue_at_deadline(world: World) -> None:
+    hold_all(world)
+    world.slurm.jobs = [
+        Job("1", ["node-0"], elapsed="1:40"),
+        Job("2", ["node-1", "node-2"], elapsed="8:20"),
+    ]
+    world.client.report_pv()
+    world.manager.reclaim(world.admin, "slurm", 3, 30)
+    world.manager.tick()
+    payload = world.notes[-1]
+    assert payload["nodes"] == ["node-3", "node-0", "node-1"]
+    world.client.notified(payload)
+    drain = world.slurm.updates()[-1]
+    assert drain[:4] == ["scontrol", "update", "NodeName=node-0,node-1,node-3", "State=DRAIN"]
+    assert drain[4] == "Reason=ptc reclamation r1 deadline 2027-01-15T08:00:30Z"
+    world.client.notified(payload)  # the once-a-minute repeat drains nothing again
+    assert world.slurm.updates()[-1] == drain
+    # node-3 is idle: it goes at once; node-0 and node-1 are busy
+    world.clock.t += 1
+    world.client.step()
+    assert world.owners()["node-3"] is None
+    assert world.slurm.updates()[-2][:4] == [
+        "scontrol",
+        "update",
+        "NodeName=node-3",
+        "State=POWER_DOWN_FORCE",
+    ]
+    assert world.slurm.updates()[-1] == ["scontrol", "update", "NodeName=node-3", "State=UNDRAIN"]
+    # job 1 finishes within the grace period: node-0 goes when idle
+    world.slurm.jobs = [j for j in world.slurm.jobs if j.job_id != "1"]
+    world.clock.t += 10
+    world.client.step()
+    assert world.owners()["node-0"] is None and world.owners()["node-1"] == "slurm"
+    # at the deadline (less the lead) job 2 is requeued and node-1 handed back
+    world.clock.t = T0 + 28
+    world.client.step()
+    assert world.slurm.requeued == ["2"]
+    assert world.owners() == {"node-0": None, "node-1": None, "node-2": "slurm", "node-3": None}
+    assert world.client.pending == {}
+    world.clock.t = T0 + 30
+    world.manager.tick()
+    rec = world.manager.reclamation("r1")
+    assert rec.state == "done" and rec.forced == []
+    # the client released node-1 itself at the deadline, so the manager counts job 2 as
+    # finished; its report says otherwise and goes in the log beside it
+    report = [e for e in world.manager.events() if e["kind"] == "jobs-requeued"][-1]["data"]
+    assert report["jobs"] == [
+        {"job_id": "2", "elapsed": 500.0, "node_count": 2, "requeued": True, "detail": ""}
+    ]
+
+
+def test_a_job_that_cannot_be_requeued_is_cancelled_and_reported(world: World) -> None:
+    world.manager.add_nodes(world.admin, "slurm", nodes=["node-1"])
+    world.slurm.jobs = [Job("7", ["node-1"], elapsed="0:30", requeueable=False)]
+    world.client.report_pv()
+    world.manager.reclaim(world.admin, "slurm", 1, 0)
+    world.client.notified(_payload(world))  # GP 0: the deadline is now
+    world.client.step()
+    assert world.slurm.cancelled == ["7"] and world.slurm.requeued == []
+    report = [e for e in world.manager.events() if e["kind"] == "jobs-requeued"][-1]["data"]
+    assert report["jobs"][0]["requeued"] is False
+    assert "Only batch jobs" in report["jobs"][0]["detail"]
+
+
+def _payload(world: World) -> dict[str, object]:
+    rec = world.manager.reclamation("r1")
+    return {
+        "reclamation": rec.id,
+        "nodes": rec.outstanding,
+        "deadline": rec.deadline,
+        "reason": f"ptc reclamation {rec.id}",
+    }
+
+
+def test_missed_deadline_still_requeues_on_nodes_the_manager_took(world: World) -> None:
+    world.manager.add_nodes(world.admin, "slurm", nodes=["node-0", "node-1"])
+    world.slurm.jobs = [Job("5", ["node-0"], elapsed="5:00")]
+    world.client.report_pv()
+    world.manager.reclaim(world.admin, "slurm", 2, 30)
+    world.manager.tick()
+    world.client.notified(world.notes[-1])
+    world.clock.t = T0 + 31
+    world.manager.tick()  # the manager takes the nodes first
+    assert world.owners()["node-0"] is None
+    world.client.step()
+    assert world.slurm.requeued == ["5"]
+    assert (world.slurm.updates()[-2][:4]) == [
+        "scontrol",
+        "update",
+        "NodeName=node-0,node-1",
+        "State=POWER_DOWN_FORCE",
+    ]
+    kinds = [e["kind"] for e in world.manager.events()]
+    assert "nodes-deleted" not in kinds  # the nodes were gone: no DeleteNodes was sent
+
+
+def test_resume_adds_configures_and_waits_for_slurmd(world: World) -> None:
+    world.slurm.register_after = 2
+    result = world.client.resume("node-[0-1]")
+    assert result.ready == ["node-0", "node-1"] and result.failed == {}
+    assert world.prov.calls == [
+        ("power_on", ["node-0", "node-1"]),
+        ("configure", ["node-0", "node-1"]),
+    ]
+    assert world.owners()["node-0"] == "slurm" and world.owners()["node-1"] == "slurm"
+    assert world.clock.t == T0 + 4  # two polls of 2 s before slurmd registered
+
+
+def test_resume_playbook_failure_marks_down_with_the_task_and_gives_back(world: World) -> None:
+    world.prov.fail = "configure"
+    result = world.client.resume("node-2")
+    assert result.ready == []
+    reason = world.slurm.reasons["node-2"]
+    assert world.slurm.states["node-2"] == "down"
+    assert reason.startswith("ptc resume: configure failed") and "playbook failed" in reason
+    assert world.owners()["node-2"] is None
+
+
+def test_resume_of_a_node_held_elsewhere_fails_only_that_node(world: World) -> None:
+    world.manager.add_nodes(world.admin, "ref", nodes=["node-1"])
+    result = world.client.resume("node-[0-1]")
+    assert result.ready == ["node-0"] and list(result.failed) == ["node-1"]
+    assert "held by partition ref" in world.slurm.reasons["node-1"]
+    assert world.owners() == {"node-0": "slurm", "node-1": "ref", "node-2": None, "node-3": None}
+
+
+def test_resume_timeout_and_resume_fail_program(world: World) -> None:
+    world.slurm.register_after = 100
+    result = world.client.resume("node-3")
+    assert "did not register within 10 s" in result.failed["node-3"]
+    assert world.owners()["node-3"] is None
+    world.manager.add_nodes(world.admin, "slurm", nodes=["node-2"])
+    assert world.client.resume_failed("node-2") == ["node-2"]
+    assert world.slurm.states["node-2"] == "down" and world.owners()["node-2"] is None
+
+
+def test_suspend_gives_back_and_tolerates_nodes_no_longer_ours(world: World) -> None:
+    world.manager.add_nodes(world.admin, "slurm", nodes=["node-0", "node-1"])
+    assert world.client.suspend("node-[0-1]") == ["node-0", "node-1"]
+    assert ("power_off", ["node-0", "node-1"]) in world.prov.calls
+    assert world.client.suspend("node-0") == []  # already in the pool: nothing to do
+    assert world.owners()["node-0"] is None
+
+
+def test_client_endpoint_checks_the_token(world: World) -> None:
+    hold_all(world)
+    world.client.report_pv()
+    world.manager.reclaim(world.admin, "slurm", 1, 60)
+    world.manager.tick()
+    app = create_app(world.client, "s3cret", run_loop=False)
+    http = TestClient(app)
+    r = http.post("/v1/notify-delete-pending", json=world.notes[-1])
+    assert r.status_code == 401
+    r = http.post(
+        "/v1/notify-delete-pending", json=world.notes[-1], headers={"Authorization": "Bearer nope"}
+    )
+    assert r.status_code == 401
+    r = http.post(
+        "/v1/notify-delete-pending",
+        json=world.notes[-1],
+        headers={"Authorization": "Bearer s3cret"},
+    )
+    assert r.status_code == 200 and "r1" in world.client.pending
+
+
+def test_settings_refuse_listening_everywhere(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    conf = tmp_path / "c.yml"
+    conf.write_text("manager_url: http://10.10.1.1:8700\ntoken_file: /x\nlisten: 0.0.0.0\n")
+    with pytest.raises(InputError, match="listen"):
+        SlurmClientSettings.load(conf)
+    conf.write_text("manager_url: http://x\ntoken_file: /x\npolicy: BEST\n")
+    with pytest.raises(InputError, match="policy"):
+        SlurmClientSettings.load(conf)
