@@ -1,4 +1,10 @@
-"""Where ptc keeps its state: experiments, the node-image cache and the repository root."""
+"""Where ptc keeps its state: experiments, the node-image cache and the repository root.
+
+ptc runs from a checkout of its repository, not from an installed wheel: the repository is also
+the IaC content (site.yml, roles/, inventories/, tests/infra, profiles/) that the testbed puts on
+every node at /local/repository, where the head runs the playbooks itself. ``REPO_ROOT`` is that
+checkout; ``repository()`` checks it is one.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,18 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def repository() -> Path:
+    """The checkout ptc runs from; an error naming what is missing if this is not one."""
+    if not (REPO_ROOT / "site.yml").is_file():
+        from elastic.errors import PtcError
+
+        raise PtcError(
+            f"{REPO_ROOT} has no site.yml: ptc runs from a checkout of its repository "
+            "(the playbooks, roles and profiles live there), not from an installed package"
+        )
+    return REPO_ROOT
 
 
 def home() -> Path:

@@ -20,6 +20,12 @@ from pathlib import Path
 import pytest
 from remote import containers, ssh
 
+from elastic.deploy import runner
+from elastic.deploy import verify as verifier
+from elastic.deploy.target import Target
+from elastic.events import Event, Kind, collect
+from elastic.testbed import experiment as experiments
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Overridable so that parallel developers' runs on one machine do not collide.
@@ -166,27 +172,51 @@ def test_nfs_probes_in_lockstep_from_identical_nodes(deployed: Path) -> None:
     assert not failures, "\n".join(failures)
 
 
-def test_second_deploy_changes_nothing(deployed: Path, ptc: Runner) -> None:
-    proc, _ = timed(ptc, "deploy", NAME)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+def test_second_deploy_changes_nothing(deployed: Path) -> None:
+    """Called as a Slurm hook or a service would: from Python, no terminal, events by callback."""
+    events: list[Event] = []
+    target = Target.of_experiment(experiments.load(NAME))
+    result = runner.deploy(target, on_event=collect(events))
     summary = last_summary(deployed)
     changed = {h: c["changed"] for h, c in summary["hosts"].items()}  # type: ignore[attr-defined]
-    assert summary["changed"] == 0, f"second run changed tasks: {changed}"
+    assert summary["changed"] == result.changed == 0, f"second run changed tasks: {changed}"
+    kinds = [e.kind for e in events]
+    assert kinds[0] is Kind.BEGIN and kinds[-1] is Kind.END
+    assert all(e.topic == "deploy" for e in events)
+    assert any(e.kind is Kind.STATUS and "Install MUNGE" in e.message for e in events)
+    last = events[-1].data["hosts"]
+    assert set(last) == {"head", "node-0", "node-1"} and all(
+        c["failed"] == 0 for c in last.values()
+    )
+
+
+def test_verify_from_python_reports_through_a_callback(deployed: Path) -> None:
+    events: list[Event] = []
+    result = verifier.verify(Target.of_experiment(experiments.load(NAME)), collect(events))
+    assert not result.failures and any(r.outcome == "passed" for r in result.results)
+    assert [e.kind for e in events] == [Kind.BEGIN, Kind.END]
+    assert events[-1].message == result.describe()
 
 
 def test_head_runs_the_compute_playbook_by_itself(deployed: Path) -> None:
     """No workstation and no PTC_HOME: the head builds an inventory from `geni-get manifest`
     and runs site.yml from /local/repository against one compute node over the key mesh."""
-    out = ssh(deployed, "head", "ptc-playbook --limit node-1 2>&1 | tail -n 20; exit ${PIPESTATUS[0]}")
+    out = ssh(
+        deployed, "head", "ptc-playbook --limit node-1 2>&1 | tail -n 20; exit ${PIPESTATUS[0]}"
+    )
     assert "node-1" in out.stdout and "failed=0" in out.stdout, out.stdout
     assert "unreachable=0" in out.stdout, out.stdout
     recap = next(line for line in out.stdout.splitlines() if line.startswith("node-1 "))
     assert "changed=0" in recap, recap  # the workstation's deploy already did it all
     inventory = ssh(deployed, "head", "cat /var/lib/ptc/ansible/inventory/hosts.yml").stdout
     assert "ansible_host: 10.10.1.3" in inventory and "ansible_user: root" in inventory
-    assert "ptc_testbed: local" in ssh(
-        deployed, "head", "cat /var/lib/ptc/ansible/inventory/group_vars/all/testbed.yml"
-    ).stdout or "ptc_testbed: local" in inventory
+    assert (
+        "ptc_testbed: local"
+        in ssh(
+            deployed, "head", "cat /var/lib/ptc/ansible/inventory/group_vars/all/testbed.yml"
+        ).stdout
+        or "ptc_testbed: local" in inventory
+    )
 
 
 def test_verify_names_the_broken_node_and_check(deployed: Path, ptc: Runner) -> None:

@@ -1,8 +1,9 @@
 """The local testbed's part of a node's /etc/hosts: every node by its LAN address.
 
 CloudLab names experiment nodes in /etc/hosts; here the testbed writes those names between
-markers of its own, so that `ptc modify` can rewrite them on running nodes without touching the
-lines Ansible's common role manages in the same file.
+markers of its own, so that `ptc modify` can rewrite them on running nodes without touching
+other lines of the file. The testbed is the only writer of node names: neither the profile's
+startup script nor the roles write them.
 """
 
 from __future__ import annotations
