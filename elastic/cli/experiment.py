@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.cli import render
-from elastic.cli.profile import ParamOpt, parse_params
+from elastic.cli.options import ParamOpt, parse_params
 from elastic.errors import InputError
 from elastic.testbed import backends, lifecycle, rspec
 from elastic.testbed import experiment as experiments

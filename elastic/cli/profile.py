@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic import atomic
-from elastic.errors import PtcError
+from elastic.cli.options import ParamOpt, parse_params
 from elastic.testbed import rspec
 from elastic.testbed.render import profile_parameters, render_profile
 from elastic.testbed.topology import Topology
@@ -22,25 +22,6 @@ console = Console()
 err_console = Console(stderr=True)
 
 ProfileArg = Annotated[Path, typer.Argument(help="geni-lib profile script")]
-ParamOpt = Annotated[
-    list[str] | None,
-    typer.Option("--param", "-p", help="profile parameter NAME=VALUE (repeatable)"),
-]
-
-
-def parse_params(values: list[str] | None) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise PtcError(f"--param {item!r} is not of the form NAME=VALUE")
-        if key in params:
-            raise PtcError(f"--param {key!r} is given twice")
-        params[key] = value
-    return params
-
-
 def _render_checked(profile: Path, param: list[str] | None) -> tuple[bytes, Topology]:
     xml = render_profile(profile, parse_params(param))
     topology = rspec.parse_request(xml)
