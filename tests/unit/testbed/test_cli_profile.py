@@ -8,7 +8,8 @@ import pytest
 from testbed_support import SLURM_PROFILE, TEST_PROFILES
 from typer.testing import CliRunner
 
-from elastic.cli.profile import app, parse_params
+from elastic.cli.options import parse_params
+from elastic.cli.profile import app
 from elastic.errors import PtcError
 from elastic.testbed import rspec
 
