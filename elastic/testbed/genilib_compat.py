@@ -1166,8 +1166,10 @@ def _install_portal_extensions() -> None:
         igext.DockerContainer = docker
         emulab.DockerContainer = docker
         _register(pg.Request, "DockerContainer", docker)
-    if importlib.util.find_spec("geni.rspec.emulab.ansible") is None:
+    name = "geni.rspec.emulab.ansible"
+    if name not in sys.modules and importlib.util.find_spec(name) is None:
         mod = _ansible_module()
+        mod.__spec__ = importlib.machinery.ModuleSpec(name, None)
         sys.modules[mod.__name__] = mod
         emulab.ansible = mod
 

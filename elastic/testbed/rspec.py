@@ -1,9 +1,12 @@
 """GENI v3 RSpecs (request and manifest, CloudLab's dialect) <-> ``Topology``.
 
 Only the parts ptc uses are modelled: nodes (sliver type, image, hardware type, interfaces with
-IPv4 addresses, execute/install/login services, emulab blockstores), links/LANs (members,
-bandwidth), and the profile parameters the portal records in the ``data_set`` extension.
-Everything else in an RSpec is ignored on parse. ``write_manifest`` emits what CloudLab's
+IPv4 addresses, execute/install/login services, emulab blockstores), links/LANs (members, and
+each ``<property>`` as written: capacity, latency and packet loss per source and destination),
+the profile parameters the portal records in the ``data_set`` extension (struct and list
+values as JSON text), and the portal extensions a testbed may not provide (VNC, root keys,
+shared VLANs, jumbo frames, Ansible roles) as feature names. Everything else in an RSpec is
+ignored on parse. ``write_manifest`` emits what CloudLab's
 aggregate returns (``type="manifest"``, ``component_id``/``sliver_id``, ``<login>``), so the
 local testbed and CloudLab hand the same shape downstream.
 """
@@ -11,7 +14,7 @@ local testbed and CloudLab hand the same shape downstream.
 from __future__ import annotations
 
 import ipaddress
-import itertools
+import json
 import re
 from collections.abc import Iterable
 
@@ -24,6 +27,7 @@ from elastic.testbed.topology import (
     InstallService,
     Interface,
     Link,
+    LinkProperty,
     Login,
     Node,
     Topology,
@@ -33,11 +37,15 @@ GENI_NS = "http://www.geni.net/resources/rspec/3"
 EMULAB_NS = "http://www.protogeni.net/resources/rspec/ext/emulab/1"
 PARAMS_NS = "http://www.protogeni.net/resources/rspec/ext/profile-parameters/1"
 XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+SHARED_VLAN_NS = "http://www.geni.net/resources/rspec/ext/shared-vlan/1"
+ANSIBLE_NS = "http://www.protogeni.net/resources/rspec/ext/ansible/1"
 PARAM_PREFIX = "emulab.net.parameter."
 
 _G = f"{{{GENI_NS}}}"
 _E = f"{{{EMULAB_NS}}}"
 _P = f"{{{PARAMS_NS}}}"
+_S = f"{{{SHARED_VLAN_NS}}}"
+_A = f"{{{ANSIBLE_NS}}}"
 _SIZE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B)?\s*$", re.I)
 _SIZE_TO_GB = {"KB": 1e-6, "MB": 1e-3, "GB": 1.0, "TB": 1e3}
 
@@ -63,7 +71,11 @@ def _parse(xml: bytes, expect: str, prefer_user: str | None) -> Topology:
     root = _root(xml, expect)
     nodes = [_parse_node(el, prefer_user) for el in root.iterchildren(f"{_G}node")]
     links = [_parse_link(el) for el in root.iterchildren(f"{_G}link")]
-    return Topology(nodes=nodes, links=links, parameters=_parse_parameters(root))
+    features = []
+    if root.find(f"{_E}disablerootkey") is not None:
+        features.append("disable-root-keys")
+    features += [f"ansible-role:{r.get('name', '')}" for r in root.iterchildren(f"{_A}role")]
+    return Topology(nodes=nodes, links=links, parameters=_parse_parameters(root), features=features)
 
 
 def _root(xml: bytes, expect: str) -> etree._Element:
@@ -121,6 +133,13 @@ def _parse_node(el: etree._Element, prefer_user: str | None) -> Node:
     services = el.find(f"{_G}services")
     if services is not None:
         _parse_services(services, node, prefer_user)
+    if el.find(f"{_E}x11vnc") is not None:
+        node.features.append("vnc")
+    if el.find(f"{_E}rootkey") is not None:
+        node.features.append("root-keys")
+    node.features += [
+        f"ansible-role:{b.get('role', '')}" for b in el.iterchildren(f"{_A}role_binding")
+    ]
     return node
 
 
@@ -140,6 +159,7 @@ def _parse_blockstore(el: etree._Element, node: str) -> Blockstore:
         mount=el.get("mountpoint"),
         size_gb=_size_gb(size, f"blockstore {name!r} of node {node!r}") if size else None,
         remote=el.get("class") == "remote",
+        dataset=el.get("dataset") or None,
     )
 
 
@@ -185,28 +205,63 @@ def _parse_link(el: etree._Element) -> Link:
     ]
     lt = el.find(f"{_G}link_type")
     kind = "lan" if lt is not None and lt.get("name") == "lan" else "link"
-    bandwidth = None
-    for prop in el.iterchildren(f"{_G}property"):
-        cap = prop.get("capacity")
-        if cap:
-            try:
-                bandwidth = int(float(cap))
-            except ValueError as err:
-                raise InputError(f"link {client_id!r}: capacity {cap!r} is not a number") from err
-            break
-    return Link(client_id=client_id, interface_refs=refs, kind=kind, bandwidth_kbps=bandwidth)
+    properties = [_parse_property(p, client_id) for p in el.iterchildren(f"{_G}property")]
+    features = []
+    if el.find(f"{_E}jumboframes") is not None:
+        features.append("jumbo-frames")
+    for tag in ("create_shared_vlan", "link_shared_vlan"):
+        features += [f"shared-vlan:{sv.get('name', '')}" for sv in el.iterchildren(f"{_S}{tag}")]
+    return Link(client_id, refs, kind, properties, features)
+
+
+def _number(prop: etree._Element, attr: str, link: str) -> float | None:
+    text = prop.get(attr)
+    if text is None or text == "":
+        return None
+    try:
+        return float(text)
+    except ValueError as err:
+        raise InputError(
+            f"link {link!r}: property {prop.get('source_id')} -> {prop.get('dest_id')}: "
+            f"{attr} {text!r} is not a number"
+        ) from err
+
+
+def _parse_property(prop: etree._Element, link: str) -> LinkProperty:
+    what = f"<property> of link {link!r}"
+    capacity = _number(prop, "capacity", link)
+    return LinkProperty(
+        source_id=_required(prop, "source_id", what),
+        dest_id=_required(prop, "dest_id", what),
+        capacity_kbps=int(capacity) if capacity is not None else None,
+        latency_ms=_number(prop, "latency", link),
+        packet_loss=_number(prop, "packet_loss", link),
+    )
+
+
+def _parameter_value(el: etree._Element) -> object:
+    if el.tag == f"{_P}data_list":
+        return [_parameter_value(c) for c in el if isinstance(c.tag, str)]
+    if el.tag == f"{_P}data_struct":
+        return {c.get("name") or "": _parameter_value(c) for c in el if isinstance(c.tag, str)}
+    return el.text or ""
 
 
 def _parse_parameters(root: etree._Element) -> dict[str, str]:
-    # The value is the element text (not a value= attribute; see genilib_compat).
+    # The value is the element text (not a value= attribute; see genilib_compat); a struct or
+    # list parameter (data_struct / data_list) becomes JSON text, which geni-lib binds again.
     params: dict[str, str] = {}
     for ds in root.iterchildren(f"{_P}data_set"):
-        for item in ds.iterchildren(f"{_P}data_item"):
+        for item in ds:
+            if item.tag not in (f"{_P}data_item", f"{_P}data_list", f"{_P}data_struct"):
+                continue
             name = item.get("name") or ""
             if name.startswith(PARAM_PREFIX):
                 name = name[len(PARAM_PREFIX) :]
-            if name:
-                params[name] = item.text or ""
+            if not name:
+                continue
+            value = _parameter_value(item)
+            params[name] = value if isinstance(value, str) else json.dumps(value)
     return params
 
 
@@ -244,6 +299,32 @@ def validate(t: Topology) -> None:
                 )
             on_link[ref] = link.client_id
         _check_link_subnet(link, owners, networks)
+        _check_properties(link)
+    for node in t.nodes:
+        for bs in node.blockstores:
+            if bs.remote and not bs.dataset:
+                raise InputError(
+                    f"node {node.client_id!r}: remote blockstore {bs.name!r} names no dataset "
+                    "(set its dataset to the URN of a CloudLab dataset)"
+                )
+
+
+def _check_properties(link: Link) -> None:
+    members = set(link.interface_refs)
+    for prop in link.properties:
+        where = f"link {link.client_id!r}: property {prop.source_id} -> {prop.dest_id}"
+        if prop.source_id not in members:
+            raise InputError(f"{where}: source {prop.source_id!r} is not on the link")
+        if prop.dest_id not in members and prop.dest_id != link.client_id:
+            raise InputError(
+                f"{where}: destination {prop.dest_id!r} is neither on the link nor the link"
+            )
+        if prop.capacity_kbps is not None and prop.capacity_kbps < 0:
+            raise InputError(f"{where}: capacity {prop.capacity_kbps} is negative")
+        if prop.latency_ms is not None and prop.latency_ms < 0:
+            raise InputError(f"{where}: latency {prop.latency_ms} ms is negative")
+        if prop.packet_loss is not None and not 0 <= prop.packet_loss < 1:
+            raise InputError(f"{where}: packet_loss {prop.packet_loss} is not a fraction in [0, 1)")
 
 
 def _unique(ids: Iterable[str], what: str) -> None:
@@ -268,7 +349,9 @@ def _network(iface: Interface) -> ipaddress.IPv4Interface | None:
         net.network.network_address,
         net.network.broadcast_address,
     ):
-        raise InputError(f"{where}: {iface.ip} is the network or broadcast address of {net.network}")
+        raise InputError(
+            f"{where}: {iface.ip} is the network or broadcast address of {net.network}"
+        )
     return net
 
 
@@ -317,7 +400,13 @@ def _check_link_subnet(
 
 def write_manifest(t: Topology, expires: str | None = None) -> bytes:
     """A manifest RSpec in the form CloudLab's aggregate returns it."""
-    nsmap: dict[str | None, str] = {None: GENI_NS, "emulab": EMULAB_NS, "xsi": XSI_NS}
+    nsmap: dict[str | None, str] = {
+        None: GENI_NS,
+        "emulab": EMULAB_NS,
+        "xsi": XSI_NS,
+        "sharedvlan": SHARED_VLAN_NS,
+        "ansible": ANSIBLE_NS,
+    }
     root = etree.Element(f"{_G}rspec", nsmap=nsmap)  # type: ignore[arg-type]
     root.set(
         f"{{{XSI_NS}}}schemaLocation",
@@ -330,6 +419,11 @@ def write_manifest(t: Topology, expires: str | None = None) -> bytes:
         _write_node(root, node)
     for link in t.links:
         _write_link(root, link)
+    for feature in t.features:
+        if feature == "disable-root-keys":
+            etree.SubElement(root, f"{_E}disablerootkey")
+        elif feature.startswith("ansible-role:"):
+            etree.SubElement(root, f"{_A}role").set("name", feature.split(":", 1)[1])
     if t.parameters:
         ds = etree.SubElement(root, f"{_P}data_set", nsmap={None: PARAMS_NS})  # type: ignore[dict-item]
         for name, value in t.parameters.items():
@@ -372,6 +466,7 @@ def _write_node(root: etree._Element, node: Node) -> None:
         bel.set("class", "remote" if bs.remote else "local")
         if bs.size_gb is not None:
             bel.set("size", f"{bs.size_gb:g}GB")
+        _set_opt(bel, "dataset", bs.dataset)
         bel.set("placement", "any")
     if node.login or node.execute or node.install:
         svc = etree.SubElement(el, f"{_G}services")
@@ -389,6 +484,13 @@ def _write_node(root: etree._Element, node: Node) -> None:
             xel = etree.SubElement(svc, f"{_G}execute")
             xel.set("shell", ex.shell)
             xel.set("command", ex.command)
+    for feature in node.features:
+        if feature == "root-keys":
+            etree.SubElement(el, f"{_E}rootkey")
+        elif feature == "vnc":
+            etree.SubElement(el, f"{_E}x11vnc")
+        elif feature.startswith("ansible-role:"):
+            etree.SubElement(el, f"{_A}role_binding").set("role", feature.split(":", 1)[1])
 
 
 def _write_link(root: etree._Element, link: Link) -> None:
@@ -398,16 +500,20 @@ def _write_link(root: etree._Element, link: Link) -> None:
         etree.SubElement(el, f"{_G}interface_ref").set("client_id", ref)
     if link.kind == "lan":
         etree.SubElement(el, f"{_G}link_type").set("name", "lan")
-    if link.bandwidth_kbps is None:
-        return
-    # As geni-lib writes them: a LAN shapes each member towards the LAN, a link each direction.
-    pairs = (
-        [(ref, link.client_id) for ref in link.interface_refs]
-        if link.kind == "lan"
-        else list(itertools.permutations(link.interface_refs, 2))
-    )
-    for src, dst in pairs:
+    for feature in link.features:
+        if feature == "jumbo-frames":
+            etree.SubElement(el, f"{_E}jumboframes").set("enabled", "true")
+        elif feature.startswith("shared-vlan:"):
+            sv = etree.SubElement(el, f"{_S}link_shared_vlan")
+            sv.set("name", feature.split(":", 1)[1])
+    # Exactly the properties the request had: per source and destination, nothing added.
+    for p in link.properties:
         prop = etree.SubElement(el, f"{_G}property")
-        prop.set("source_id", src)
-        prop.set("dest_id", dst)
-        prop.set("capacity", str(link.bandwidth_kbps))
+        prop.set("source_id", p.source_id)
+        prop.set("dest_id", p.dest_id)
+        if p.capacity_kbps is not None:
+            prop.set("capacity", str(p.capacity_kbps))
+        if p.latency_ms is not None:
+            prop.set("latency", str(p.latency_ms))
+        if p.packet_loss is not None:
+            prop.set("packet_loss", str(p.packet_loss))

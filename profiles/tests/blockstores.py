@@ -1,4 +1,4 @@
-"""A node with a local 30 GB blockstore at /data, and a remote blockstore attached by a link."""
+"""A node with a local 30 GB blockstore at /data, and a remote dataset attached by a link."""
 
 import geni.portal as portal
 import geni.rspec.emulab  # noqa: F401  (registers Blockstore / RemoteBlockstore)
@@ -15,6 +15,7 @@ local.size = "30GB"
 
 remote = request.RemoteBlockstore("dataset", "/dataset")
 remote.size = "100GB"
+remote.dataset = "urn:publicid:IDN+utah.cloudlab.us:ptc+ltdataset+ptc-data"
 
 link = request.Link("storage-link")
 link.addInterface(node.addInterface("if0", pg.IPv4Address("10.40.0.1", NETMASK)))

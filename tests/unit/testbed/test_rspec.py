@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 
 import pytest
 from hypothesis import given
@@ -18,6 +20,7 @@ from elastic.testbed.topology import (
     InstallService,
     Interface,
     Link,
+    LinkProperty,
     Login,
     Node,
     Topology,
@@ -54,9 +57,7 @@ def test_recorded_cloudlab_manifest_parses() -> None:
         ("node-1:if1", "10.10.1.3")
     ]
     assert t.links[0].interface_refs == ["head:if1", "node-0:if1", "node-1:if1"]
-    assert head.execute[0].command.endswith(
-        "startup.sh head slurm_controller,slurm_dbd,nfs_server,config_server"
-    )
+    assert "slurm_controller,slurm_dbd,nfs_server,config_server" in head.execute[0].command
 
 
 def test_manifest_parameters_come_from_element_text() -> None:
@@ -131,12 +132,10 @@ def test_rich_topology_round_trips() -> None:
     t.nodes[0].disk_image = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD"
     t.nodes[0].component_manager_id = "urn:publicid:IDN+utah.cloudlab.us+authority+cm"
     t.nodes[1].login = Login("pc1.example", 22, "alice")
-    t.links[0].bandwidth_kbps = 100000
-    t.links.append(Link("p2p", [], kind="link"))
+    t.links[0] = Link.shaped("lan", t.links[0].interface_refs, "lan", 100000)
     for name, ip in (("node-0", "10.10.2.1"), ("node-1", "10.10.2.2")):
         t.node(name).interfaces.append(Interface(f"{name}:if2", name, ip, "255.255.255.252"))
-        t.links[1].interface_refs.append(f"{name}:if2")
-    t.links[1].bandwidth_kbps = 5000
+    t.links.append(Link.shaped("p2p", ["node-0:if2", "node-1:if2"], "link", 5000, 2.5, 0.01))
     rspec.validate(t)
     assert rspec.parse_manifest(rspec.write_manifest(t)) == t
 
@@ -153,9 +152,16 @@ names = st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)
     ),
     port=st.integers(min_value=1, max_value=65535),
     bandwidth=st.one_of(st.none(), st.integers(min_value=1, max_value=10**8)),
+    latency=st.one_of(st.none(), st.floats(min_value=0, max_value=1000, allow_nan=False)),
+    loss=st.one_of(st.none(), st.floats(min_value=0, max_value=0.99, allow_nan=False)),
 )
 def test_round_trip_property(
-    count: int, params: dict[str, str], port: int, bandwidth: int | None
+    count: int,
+    params: dict[str, str],
+    port: int,
+    bandwidth: int | None,
+    latency: float | None,
+    loss: float | None,
 ) -> None:
     nodes = [
         Node(
@@ -167,9 +173,8 @@ def test_round_trip_property(
         )
         for i in range(count)
     ]
-    t = Topology(
-        nodes, [Link("lan", [f"n{i}:if0" for i in range(count)], "lan", bandwidth)], params
-    )
+    refs = [f"n{i}:if0" for i in range(count)]
+    t = Topology(nodes, [Link.shaped("lan", refs, "lan", bandwidth, latency, loss)], params)
     rspec.validate(t)
     assert rspec.parse_manifest(rspec.write_manifest(t)) == t
 
@@ -249,3 +254,99 @@ def test_interface_on_two_links() -> None:
     t.links.append(Link("other", ["head:if1"]))
     with pytest.raises(PtcError, match=r"'head:if1' .* on link 'lan' and on link 'other'"):
         rspec.validate(t)
+
+
+# --- per-interface link properties (issue 14) ----------------------------------------------
+
+PORTAL = RECORDINGS / "genilib_portal"
+
+
+def test_per_interface_properties_survive_parsing_and_rewriting() -> None:
+    # Recorded from the portal-line geni-lib: a link shaped differently in each direction.
+    t = rspec.parse_request((PORTAL / "recorded_shaped_pair_link.xml").read_bytes())
+    (link,) = t.links
+    assert sorted(
+        (p.source_id, p.dest_id, p.capacity_kbps, p.latency_ms, p.packet_loss)
+        for p in link.properties
+    ) == [
+        ("a:if0", "b:if0", 20000, 5.0, 0.01),
+        ("b:if0", "a:if0", 50000, 20.0, None),
+    ]
+    again = rspec.parse_manifest(rspec.write_manifest(t))
+    assert again.links == t.links
+
+
+def test_lan_member_properties_point_at_the_lan() -> None:
+    t = rspec.parse_request((PORTAL / "recorded_shaped_pair_lan.xml").read_bytes())
+    (link,) = t.links
+    assert {(p.source_id, p.dest_id, p.latency_ms) for p in link.properties} == {
+        ("a:if0", "shaped", 7.5),
+        ("b:if0", "shaped", 5.0),
+    }
+    assert [p.dest_id for p in link.properties_from("b:if0")] == ["shaped"]
+    assert link.properties_to("a:if0") == []
+
+
+def test_writing_adds_no_property_the_request_did_not_have() -> None:
+    t = lan_topology()
+    t.links[0].properties = [LinkProperty("head:if1", "lan", capacity_kbps=1000)]
+    root = etree.fromstring(rspec.write_manifest(t))
+    props = root.findall(f"{{{rspec.GENI_NS}}}link/{{{rspec.GENI_NS}}}property")
+    assert [(p.get("source_id"), p.get("dest_id"), p.get("capacity")) for p in props] == [
+        ("head:if1", "lan", "1000")
+    ]
+    assert props[0].get("latency") is None
+
+
+@pytest.mark.parametrize(
+    ("prop", "fragment"),
+    [
+        (LinkProperty("ghost:if0", "lan", 10), "source 'ghost:if0' is not on the link"),
+        (LinkProperty("head:if1", "elsewhere", 10), "'elsewhere' is neither on the link"),
+        (LinkProperty("head:if1", "lan", latency_ms=-1), "latency -1 ms is negative"),
+        (LinkProperty("head:if1", "lan", packet_loss=1.5), "packet_loss 1.5"),
+    ],
+)
+def test_bad_properties_are_named(prop: LinkProperty, fragment: str) -> None:
+    t = lan_topology()
+    t.links[0].properties = [prop]
+    with pytest.raises(PtcError, match=re.escape(fragment)):
+        rspec.validate(t)
+
+
+def test_property_numbers_must_be_numbers() -> None:
+    xml = (PORTAL / "recorded_shaped_pair_link.xml").read_bytes().replace(b'"20.0"', b'"fast"')
+    with pytest.raises(PtcError, match="latency 'fast' is not a number"):
+        rspec.parse_request(xml)
+
+
+def test_size_zero_blockstore_is_all_free_space_and_remote_needs_a_dataset() -> None:
+    t = lan_topology()
+    t.nodes[0].blockstores.append(Blockstore("all", "/data", 0.0))
+    assert rspec.parse_manifest(rspec.write_manifest(t)).nodes[0].blockstores[0].size_gb == 0.0
+    t.nodes[1].blockstores.append(Blockstore("ds", "/ds", None, remote=True))
+    with pytest.raises(PtcError, match="remote blockstore 'ds' names no dataset"):
+        rspec.validate(t)
+    t.nodes[1].blockstores[0] = Blockstore("ds", "/ds", None, True, "urn:publicid:IDN+x+ds")
+    rspec.validate(t)
+
+
+def test_portal_extensions_become_features() -> None:
+    t = rspec.parse_request((PORTAL / "recorded_portal_extensions_defaults.xml").read_bytes())
+    assert t.node("head").features == ["vnc", "root-keys", "ansible-role:web"]
+    assert t.node("worker").features == ["root-keys"]
+    assert t.node("box").sliver_type == "emulab-docker"
+    assert t.links[0].features == ["jumbo-frames", "shared-vlan:ptc-shared"]
+    assert t.features == ["disable-root-keys", "ansible-role:web"]
+    assert rspec.parse_manifest(rspec.write_manifest(t)).node("head").features == [
+        "vnc",
+        "root-keys",
+        "ansible-role:web",
+    ]
+
+
+def test_struct_and_list_parameters_read_back_as_json() -> None:
+    t = rspec.parse_request((PORTAL / "recorded_portal_params_custom.xml").read_bytes())
+    assert json.loads(t.parameters["lan"]) == {"bandwidth": "500.0", "jumbo": "True"}
+    assert json.loads(t.parameters["tags"]) == ["a", "b"]
+    assert [n["name"] for n in json.loads(t.parameters["nodes"])] == ["x", "y", "z"]
