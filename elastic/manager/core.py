@@ -556,6 +556,9 @@ class Manager:
             if rec is None:
                 raise UnknownError("reclamation", f"no reclamation {reclamation}")
             caller.require_partition(rec.partition, "report on the reclamations")
+            for job in jobs:
+                if str(job.get("job_id")) not in rec.killed_reported:
+                    rec.killed_reported.append(str(job.get("job_id")))
             state.append(
                 now, "jobs-requeued", reclamation=reclamation, partition=rec.partition, jobs=jobs
             )
@@ -744,10 +747,16 @@ def _snapshot(rec: Reclamation, remaining: Callable[[JobRecord], float]) -> Snap
 
 def observed_waste(rec: Reclamation) -> tuple[float, list[dict[str, Any]]]:
     """Wasted cycles with the simulator's formula (elastic.policies.wasted_cycles) applied to
-    what happened: a job on a node taken at the deadline did not finish within the grace
-    period (remaining >= GP); every other job did (remaining < GP, no waste)."""
+    what happened: a job on a node taken at the deadline, or one the client reports it
+    requeued or killed, did not finish within the grace period (remaining >= GP); every other
+    job did (remaining < GP, no waste)."""
     forced = set(rec.forced)
-    snap = _snapshot(rec, lambda job: math.inf if forced & set(job.nodes) else -1.0)
+    reported = set(rec.killed_reported)
+
+    def remaining(job: JobRecord) -> float:
+        return math.inf if forced & set(job.nodes) or job.job_id in reported else -1.0
+
+    snap = _snapshot(rec, remaining)
     waste = wasted_cycles(snap, [n for n in rec.chosen if n in snap.nodes], rec.grace)
     killed = []
     for job in snap.jobs:

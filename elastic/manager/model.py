@@ -65,6 +65,7 @@ class Reclamation(BaseModel):
     jobs: list[JobRecord]  # jobs of the PV that ran on the chosen nodes
     released: dict[str, float] = Field(default_factory=dict)  # node -> time the client let go
     forced: list[str] = Field(default_factory=list)  # nodes taken at the deadline
+    killed_reported: list[str] = Field(default_factory=list)  # jobs the client requeued/killed
     state: Literal["pending", "done"] = "pending"
     finished_at: float | None = None
     last_notified: float | None = None

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import NODES, T0, World
 from fake_slurm import FakeSlurm, Job
 from fastapi.testclient import TestClient
+from slurm_env import NODES, T0, World
 
 from elastic.errors import InputError, PtcError
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
@@ -116,8 +116,11 @@ def test_graceful_preemption_drain_release_idle_requeue_at_deadline(world: World
     world.manager.tick()
     rec = world.manager.reclamation("r1")
     assert rec.state == "done" and rec.forced == []
-    # the client released node-1 itself at the deadline, so the manager counts job 2 as
-    # finished; its report says otherwise and goes in the log beside it
+    # the client requeued job 2 and released node-1 itself just before the deadline: the
+    # manager counts job 2 as killed from the client's report (simulator formula)
+    finished = [e for e in world.manager.events() if e["kind"] == "reclamation-finished"][-1]
+    assert finished["data"]["wasted_cycles"] == (500.0 + 30.0) * 2
+    assert [j["job_id"] for j in finished["data"]["jobs_killed"]] == ["2"]
     report = [e for e in world.manager.events() if e["kind"] == "jobs-requeued"][-1]["data"]
     assert report["jobs"] == [
         {"job_id": "2", "elapsed": 500.0, "node_count": 2, "requeued": True, "detail": ""}

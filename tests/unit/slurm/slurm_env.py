@@ -1,0 +1,69 @@
+"""Test helpers: a real manager (in-process, temporary state file, injected clock), the fake
+Slurm, and a provisioner that records its steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fake_slurm import FakeSlurm
+from fastapi.testclient import TestClient
+
+from elastic.errors import DeployError, TaskFailure
+from elastic.manager import Manager, Principal
+from elastic.slurm.client import SlurmElasticClient
+
+T0 = 1_800_000_000.0
+NODES = ("node-0", "node-1", "node-2", "node-3")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = T0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class Provisioner:
+    """Records the steps; ``fail`` makes one step raise like a failed playbook task."""
+
+    calls: list[tuple[str, list[str]]] = field(default_factory=list)
+    fail: str = ""
+
+    def _step(self, step: str, nodes: Sequence[str]) -> None:
+        self.calls.append((step, list(nodes)))
+        if step == self.fail:
+            raise DeployError(
+                "playbook failed",
+                [TaskFailure(nodes[0], "slurm : start slurmd", "Unable to start service slurmd")],
+            )
+
+    def power_on(self, nodes: Sequence[str]) -> None:
+        self._step("power_on", nodes)
+
+    def configure(self, nodes: Sequence[str]) -> None:
+        self._step("configure", nodes)
+
+    def power_off(self, nodes: Sequence[str]) -> None:
+        self._step("power_off", nodes)
+
+
+@dataclass
+class World:
+    clock: Clock
+    manager: Manager
+    http: TestClient
+    slurm: FakeSlurm
+    prov: Provisioner
+    client: SlurmElasticClient
+    admin: Principal
+    notes: list[dict[str, Any]]
+
+    def owners(self) -> dict[str, str | None]:
+        return {n: node.owner for n, node in self.manager.read().nodes.items()}
