@@ -1,0 +1,205 @@
+"""`ptc elastic`: the elastic manager from the command line (status, reclaim, acquire, release,
+events), over HTTP.
+
+For now each command takes ``--url`` and ``--token-file`` (or PTC_ELASTIC_URL and
+PTC_ELASTIC_TOKEN_FILE); finding them from the experiment NAME is wired separately
+(:func:`connect` is the one place to do it).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from elastic.errors import InputError
+from elastic.manager.client import ManagerClient, ReferenceClient, read_token
+
+app = typer.Typer(no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+Name = Annotated[str | None, typer.Argument(help="experiment name")]
+Url = Annotated[
+    str | None,
+    typer.Option("--url", envvar="PTC_ELASTIC_URL", help="the manager, http://ADDRESS:PORT"),
+]
+TokenFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-file",
+        envvar="PTC_ELASTIC_TOKEN_FILE",
+        help="file holding the admin's or a partition's token",
+    ),
+]
+
+
+def connect(name: str | None, url: str | None, token_file: Path | None) -> ManagerClient:
+    """The manager of experiment ``name``; until experiments record it, --url/--token-file."""
+    if url is None:
+        raise InputError(
+            "--url: missing (the elastic manager's address, e.g. http://10.10.1.1:8700)"
+        )
+    if token_file is None:
+        raise InputError("--token-file: missing (the admin token or the partition's token)")
+    return ManagerClient(url, read_token(token_file))
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S")
+
+
+@app.command("status")
+def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> None:
+    """The pool, each node's owner, the partitions with their last PV, pending reclamations."""
+    st = connect(name, url, token_file).status()
+    nodes = Table(title="pool")
+    for column in ("node", "owner", "state", "cpus", "memory MB", "features"):
+        nodes.add_column(column)
+    for n in st["nodes"]:
+        nodes.add_row(
+            n["name"],
+            n["owner"] or "-",
+            n["state"],
+            str(n["cpus"]),
+            str(n["memory_mb"]),
+            ",".join(n["features"]),
+        )
+    console.print(nodes)
+    parts = Table(title="partitions")
+    for column in ("partition", "nodes", "PV policy", "PV age", "PV"):
+        parts.add_column(column)
+    for p in st["partitions"]:
+        pv = p["pv"]
+        age = "-" if pv is None else f"{pv['age']:.0f} s" + (" (stale)" if pv["stale"] else "")
+        values = "-" if pv is None else " ".join(f"{k}={v:.2f}" for k, v in pv["values"].items())
+        parts.add_row(
+            p["name"], ",".join(p["nodes"]) or "-", (pv or {}).get("policy") or "-", age, values
+        )
+    console.print(parts)
+    if st["reclamations"]:
+        recs = Table(title="pending reclamations")
+        for column in ("id", "partition", "for", "nodes", "outstanding", "deadline", "left"):
+            recs.add_column(column)
+        for r in st["reclamations"]:
+            outstanding = [
+                n for n in r["chosen"] if n not in r["released"] and n not in r["forced"]
+            ]
+            recs.add_row(
+                r["id"],
+                r["partition"],
+                r["beneficiary"] or "pool",
+                ",".join(r["chosen"]),
+                ",".join(outstanding),
+                _when(r["deadline"]),
+                f"{max(r['remaining'], 0):.0f} s",
+            )
+        console.print(recs)
+    else:
+        console.print("no pending reclamation")
+
+
+@app.command("reclaim")
+def reclaim(
+    name: Name = None,
+    count: Annotated[int, typer.Option("--count", help="P: nodes to reclaim")] = 1,
+    grace: Annotated[float, typer.Option("--grace", help="grace period, seconds")] = 60.0,
+    partition: Annotated[str, typer.Option("--partition")] = "slurm",
+    url: Url = None,
+    token_file: TokenFile = None,
+) -> None:
+    """Host-driven downscaling: take COUNT nodes from PARTITION after GRACE seconds (admin)."""
+    rec = connect(name, url, token_file).reclaim(partition, count, grace)
+    console.print(
+        f"reclamation {rec['id']}: {', '.join(rec['chosen'])} of {partition} "
+        f"({rec['policy'] or 'no'} policy), deadline {_when(rec['deadline'])} UTC"
+    )
+
+
+@app.command("acquire")
+def acquire(
+    name: Name = None,
+    count: Annotated[int, typer.Option("--count", help="nodes to acquire")] = 1,
+    grace: Annotated[
+        float | None,
+        typer.Option("--grace", help="reclaim a shortfall from other partitions with this GP"),
+    ] = None,
+    partition: Annotated[str, typer.Option("--partition", help="the reference client's")] = "ref",
+    feature: Annotated[list[str] | None, typer.Option("--feature", help="required feature")] = None,
+    wait: Annotated[
+        float, typer.Option("--wait", help="seconds to wait for reclaimed nodes")
+    ] = 0.0,
+    url: Url = None,
+    token_file: TokenFile = None,
+) -> None:
+    """The reference client: acquire COUNT nodes for PARTITION."""
+    client = ReferenceClient(connect(name, url, token_file), partition)
+    got = client.acquire(count, grace=grace, features=feature or (), wait=wait)
+    console.print(f"{partition}: got {', '.join(got.added) or 'no node'} from the pool")
+    if got.reclamations:
+        console.print(f"reclaiming for {partition}: {', '.join(got.reclamations)}")
+    console.print(f"{partition} holds {', '.join(got.nodes) or 'nothing'}")
+    if not got.complete:
+        err_console.print("[yellow]the reclaimed nodes have not all arrived yet[/]")
+
+
+@app.command("release")
+def release(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    nodes: Annotated[list[str], typer.Argument(help="nodes to give back")],
+    partition: Annotated[str, typer.Option("--partition")] = "ref",
+    url: Url = None,
+    token_file: TokenFile = None,
+) -> None:
+    """The reference client: give NODES back to the pool."""
+    released = ReferenceClient(connect(name, url, token_file), partition).release(nodes)
+    console.print(f"{partition}: released {', '.join(released)}")
+
+
+def _describe(event: dict[str, Any]) -> str:
+    d = event["data"]
+    kind = event["kind"]
+    if kind == "reclamation-started":
+        return (
+            f"{d['reclamation']}: {d['policy'] or '-'} GP {d['grace']:.0f} s, "
+            f"{d['partition']} -> {d['beneficiary'] or 'pool'}: {', '.join(d['chosen'])}"
+        )
+    if kind == "reclamation-finished":
+        killed = ", ".join(
+            f"{j['job_id']} ({j['elapsed']:.0f} s x {j['node_count']})" for j in d["jobs_killed"]
+        )
+        return (
+            f"{d['reclamation']}: forced {', '.join(d['forced']) or 'none'}; killed "
+            f"{killed or 'none'}; wasted {d['wasted_cycles']:.0f} node-s"
+        )
+    if "nodes" in d and isinstance(d["nodes"], list):
+        return f"{d.get('partition', '')}: {', '.join(str(n) for n in d['nodes'])}"
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+@app.command("events")
+def events(
+    name: Name = None,
+    since: Annotated[int, typer.Option("--since", help="skip the first N events")] = 0,
+    url: Url = None,
+    token_file: TokenFile = None,
+) -> None:
+    """The manager's event log, with wasted cycles per reclamation."""
+    table = Table(title="events")
+    for column in ("#", "time", "kind", "what"):
+        table.add_column(column)
+    total = 0.0
+    for e in connect(name, url, token_file).events(since):
+        table.add_row(str(e["seq"]), _when(e["time"]), e["kind"], _describe(e))
+        if e["kind"] == "reclamation-finished":
+            total += float(e["data"]["wasted_cycles"])
+    console.print(table)
+    console.print(f"wasted cycles, all reclamations: {total:.0f} node-seconds")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="elastic", help="Elastic partitions: the manager and its clients.")
