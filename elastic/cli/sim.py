@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,28 +15,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from elastic.atomic import replacing, write_json
-from elastic.errors import PtcError
+from elastic.cli import render
+from elastic.errors import InputError
 from elastic.policies import POLICY_NAMES
 from elastic.sim import plots
-from elastic.sim.heatmap import HEATMAP, HeatmapSpec, pv_heatmap
-from elastic.sim.results import (
-    SAMPLES,
-    SUMMARY,
-    read_result,
-    summarize,
-    write_samples,
-    write_summary,
-)
-from elastic.sim.schedule import simulate
-from elastic.sim.sweep import PAPER_GRACE_PERIODS, SweepConfig, run_sweep
-from elastic.sim.traces import FilterStep, trace_stats
+from elastic.sim.heatmap import HEATMAP
+from elastic.sim.results import SAMPLES, SUMMARY, read_result, summarize, write_summary
+from elastic.sim.run import RUN_INFO, RunSpec
+from elastic.sim.run import run as sim_run
+from elastic.sim.sweep import PAPER_GRACE_PERIODS, SweepConfig
+from elastic.sim.traces import FilterStep, processor_mismatch, trace_stats
 from elastic.sim.traces.filters import DAY_S
-from elastic.sim.workload import WorkloadSpec, arrivals, prepare
+from elastic.sim.workload import WorkloadSpec, prepare
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
-RUN_INFO = "run.json"
 
 TraceArg = Annotated[Path, typer.Argument(help="Trace: .swf, NREL Eagle .csv or HTCondor .submit")]
 MaxNodes = Annotated[int, typer.Option("--max-nodes", help="Filter: node_count <= N.")]
@@ -48,6 +40,22 @@ Copies = Annotated[
 ]
 Seed = Annotated[int, typer.Option("--seed", help="Seed for shuffles, RANDOM and --high-fraction.")]
 Limit = Annotated[int | None, typer.Option("--limit-jobs", help="Keep the first K jobs.")]
+BfMaxJobTest = Annotated[
+    int | None,
+    typer.Option(
+        "--bf-max-job-test",
+        help="Backfill looks at the head and the next K-1 queued jobs (Slurm's bf_max_job_test); "
+        "default: the whole queue.",
+    ),
+]
+SwfProcessors = Annotated[
+    str,
+    typer.Option(
+        "--swf-processors",
+        help="SWF job size: 'requested' (field 8, default) or 'allocated' (field 5); "
+        "the other field is the fallback.",
+    ),
+]
 
 
 @app.command("stats")
@@ -58,11 +66,20 @@ def stats_cmd(
     htc_copies: Copies = None,
     seed: Seed = 0,
     limit_jobs: Limit = None,
+    swf_processors: SwfProcessors = "requested",
 ) -> None:
     """Print Table 1 statistics of TRACE after the paper's filters."""
-    spec = WorkloadSpec(trace, max_nodes, max_runtime, htc_copies, seed, limit_jobs)
+    spec = WorkloadSpec(
+        trace, max_nodes, max_runtime, htc_copies, seed, limit_jobs, swf_processors=swf_processors
+    )
     workload, steps = prepare(spec)
     _print_filters(trace, steps)
+    differ = processor_mismatch(workload)
+    if differ:
+        console.print(
+            f"{trace.name}: {differ:,} jobs requested a different number of processors than "
+            f"they were allocated; sizes from the {swf_processors} count"
+        )
     s = trace_stats(workload)
     table = Table(title=f"{trace.name}: {s.jobs:,} jobs, {s.node_hours:,.2f} node-hours")
     for column in ("", "mean", "min", "25%", "50%", "75%", "max"):
@@ -98,12 +115,13 @@ def run_cmd(
     ] = None,
     max_runtime: MaxRuntime = DAY_S,
     limit_jobs: Limit = None,
-    bf_max_job_test: Annotated[int | None, typer.Option("--bf-max-job-test")] = None,
+    bf_max_job_test: BfMaxJobTest = None,
+    swf_processors: SwfProcessors = "requested",
     plots_enabled: Annotated[bool, typer.Option("--plots/--no-plots")] = True,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Simulate TRACE, evaluate every policy x grace period, write samples, summary and plots."""
-    spec = WorkloadSpec(
+    workload = WorkloadSpec(
         trace,
         max_nodes if max_nodes is not None else nodes,
         max_runtime,
@@ -112,73 +130,22 @@ def run_cmd(
         limit_jobs,
         tuple(priority_rule or ()),
         high_fraction,
+        swf_processors=swf_processors,
     )
-    config = SweepConfig(
+    sweep = SweepConfig(
         policies=_names(policies),
         grace_periods=_seconds(grace_periods),
         preempt=preempt,
         interval=interval,
         seed=seed,
     )
-    workload, steps = prepare(spec)
-    _print_filters(trace, steps)
-    submit = arrivals(workload, arrival)
-    began = time.perf_counter()
-    schedule = simulate(
-        submit,
-        workload.runtime,
-        workload.requested,
-        workload.nodes,
-        nodes,
-        bf_max_job_test=bf_max_job_test,
-    )
-    console.print(
-        f"scheduled {len(workload):,} jobs on {nodes} nodes in "
-        f"{time.perf_counter() - began:.2f} s; makespan {schedule.makespan / 86400:.2f} days"
-    )
-    result = run_sweep(schedule, workload.priority, config, progress=_progress(progress))
-    elapsed = time.perf_counter() - began
-    high = int((workload.priority > 1.0).sum())
-    console.print(
-        f"{result.samples:,} snapshots x {len(config.policies)} policies x "
-        f"{len(config.grace_periods)} grace periods evaluated; simulated in {elapsed:.2f} s"
-    )
-    with _stage(f"writing {result.wc.size:,} samples"):
-        write_samples(result, out / SAMPLES)
-    summary = summarize(result)
-    write_summary(summary, out / SUMMARY)
-    title = f"{trace.name}, N={nodes}, P={preempt}"
-    heat = pv_heatmap(workload, submit, HeatmapSpec(), ("PAP", "PAP+"))
-    with replacing(out / HEATMAP) as tmp:
-        heat.to_parquet(tmp)
-    write_json(
-        out / RUN_INFO,
-        {
-            "trace": str(trace),
-            "title": title,
-            "jobs": len(workload),
-            "high_priority_jobs": high,
-            "snapshots": result.samples,
-            "makespan_s": schedule.makespan,
-            "arrival": arrival,
-            "nodes": nodes,
-            "preempt": preempt,
-            "interval_s": interval,
-            "seed": seed,
-            "priority_rules": list(spec.priority_rules),
-            "high_fraction": high_fraction,
-            "bf_max_job_test": bf_max_job_test,
-            "simulate_and_sweep_s": round(elapsed, 3),
-        },
-    )
-    console.print(f"{len(workload):,} jobs, {high:,} of them high-priority")
-    _print_summary(summary, title)
-    if plots_enabled:
-        with _stage("drawing plots"):
-            written = plots.write_all(result, out, title, heat)
-        for path in written:
-            console.print(f"wrote {path}")
-    console.print(f"wrote {out / SAMPLES} and {out / SUMMARY}")
+    spec = RunSpec(workload, nodes, arrival, bf_max_job_test, sweep, plots_enabled)
+    with render.progress(console if progress else Console(force_terminal=False)) as on_event:
+        result = sim_run(spec, out, on_event)
+    console.print(f"{result.jobs:,} jobs, {result.high_priority_jobs:,} of them high-priority")
+    _print_summary(result.summary, result.title)
+    for path in result.written:
+        console.print(f"wrote {path}")
 
 
 @app.command("report")
@@ -219,7 +186,7 @@ def _run_info(directory: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise PtcError(f"{path}: not valid JSON ({err})") from None
+        raise InputError(f"{path}: not valid JSON ({err})") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -227,7 +194,7 @@ def _names(text: str) -> tuple[str, ...]:
     names = tuple(part.strip().upper() for part in text.split(",") if part.strip())
     for name in names:
         if name not in POLICY_NAMES:
-            raise PtcError(f"--policies: unknown policy {name!r}; choose from {POLICY_NAMES}")
+            raise InputError(f"--policies: unknown policy {name!r}; choose from {POLICY_NAMES}")
     return names
 
 
@@ -239,15 +206,11 @@ def _seconds(text: str) -> tuple[float, ...]:
         try:
             value = float(part)
         except ValueError:
-            raise PtcError(f"--grace-periods: {part!r} is not a number of seconds") from None
+            raise InputError(f"--grace-periods: {part!r} is not a number of seconds") from None
         if not (math.isfinite(value) and value >= 0):
-            raise PtcError(f"--grace-periods: {part!r} must be >= 0 seconds")
+            raise InputError(f"--grace-periods: {part!r} must be >= 0 seconds")
         values.append(value)
     return tuple(values)
-
-
-def _progress(flag: bool | None) -> bool:
-    return sys.stderr.isatty() if flag is None else flag
 
 
 def _print_filters(trace: Path, steps: list[FilterStep]) -> None:

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from elastic.errors import PtcError
+from elastic.errors import InputError, PtcError
 from elastic.policies.batch import SnapshotBatch
 from elastic.policies.model import BUSY_FLOOR, JobInfo, PreemptionVector, Snapshot
 from elastic.policies.priority import PriorityRule
@@ -158,4 +158,4 @@ def make_policy(name: str, seed: int = 0, rule: PriorityRule | None = None) -> P
         return PapPlusPolicy(rule)
     if key in _CLASSES:
         return _CLASSES[key]()
-    raise PtcError(f"unknown policy {name!r}; choose from {', '.join(POLICY_NAMES)}")
+    raise InputError(f"unknown policy {name!r}; choose from {', '.join(POLICY_NAMES)}")

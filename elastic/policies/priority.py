@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 
 DEFAULT_PRIORITY = 1.0
 RULE_FIELDS = ("queue", "application", "user", "job_id")
@@ -53,7 +53,7 @@ class PriorityRule:
         for clause in reversed(self.clauses):  # reversed: earlier clauses overwrite later ones
             values = columns.get(clause.field)
             if values is None:
-                raise PtcError(f"priority rule field {clause.field!r}: no such trace column")
+                raise InputError(f"priority rule field {clause.field!r}: no such trace column")
             for i, value in enumerate(values):
                 if clause.matches(value):
                     out[i] = clause.priority
@@ -64,17 +64,17 @@ def _parse_clause(spec: str) -> PriorityClause:
     where = f"priority rule {spec!r}"
     left, sep, number = spec.rpartition(":")
     if not sep:
-        raise PtcError(f"{where}: expected field=pattern:priority, e.g. queue=bigmem:10")
+        raise InputError(f"{where}: expected field=pattern:priority, e.g. queue=bigmem:10")
     name, eq, pattern = left.partition("=")
     name = name.strip()
     if not eq or not pattern:
-        raise PtcError(f"{where}: expected field=pattern:priority, e.g. queue=bigmem:10")
+        raise InputError(f"{where}: expected field=pattern:priority, e.g. queue=bigmem:10")
     if name not in RULE_FIELDS:
-        raise PtcError(f"{where}: unknown field {name!r}; use one of {', '.join(RULE_FIELDS)}")
+        raise InputError(f"{where}: unknown field {name!r}; use one of {', '.join(RULE_FIELDS)}")
     try:
         value = float(number)
     except ValueError:
-        raise PtcError(f"{where}: priority {number!r} is not a number") from None
+        raise InputError(f"{where}: priority {number!r} is not a number") from None
     if not (math.isfinite(value) and value > 0):
-        raise PtcError(f"{where}: priority must be a finite number > 0")
+        raise InputError(f"{where}: priority must be a finite number > 0")
     return PriorityClause(name, pattern.strip(), value)

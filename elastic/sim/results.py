@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from elastic.atomic import replacing, write_text
-from elastic.errors import PtcError
+from elastic.errors import InputError, NotFoundError
 from elastic.sim.sweep import SweepResult
 
 SAMPLES = "samples.parquet"
@@ -77,14 +77,16 @@ def read_result(path: Path) -> SweepResult:
     """The arrays of a sweep back from ``samples.parquet``; a file that is not one is an error
     naming what is wrong with it."""
     if not path.is_file():
-        raise PtcError(f"{path}: no samples here; run `ptc sim run ... --out {path.parent}` first")
+        raise NotFoundError(
+            f"{path}: no samples here; run `ptc sim run ... --out {path.parent}` first"
+        )
     try:
         table = pq.read_table(path).unify_dictionaries()
     except (OSError, pa.ArrowException) as err:
-        raise PtcError(f"{path}: not a readable Parquet file ({err})") from None
+        raise InputError(f"{path}: not a readable Parquet file ({err})") from None
     missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
-        raise PtcError(f"{path}: missing column(s) {', '.join(missing)}; not a ptc sim result")
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; not a ptc sim result")
     labels = table.column("policy").combine_chunks()
     names, p_index = _first_seen(labels.indices.to_numpy())
     policies = tuple(str(labels.dictionary[int(i)]) for i in names)
@@ -93,7 +95,7 @@ def read_result(path: Path) -> SweepResult:
     snapshot = table.column("snapshot").to_numpy().astype(np.int64)
     n_snap = int(snapshot.max()) + 1 if snapshot.size else 0
     if table.num_rows != len(policies) * len(gps) * n_snap:
-        raise PtcError(
+        raise InputError(
             f"{path}: {table.num_rows:,} rows, but {len(policies)} policies x {len(gps)} grace "
             f"periods x {n_snap:,} snapshots need {len(policies) * len(gps) * n_snap:,}"
         )
@@ -103,7 +105,7 @@ def read_result(path: Path) -> SweepResult:
     np.put(wc, flat, table.column("wc").to_numpy())
     np.put(wc_high, flat, table.column("wc_high").to_numpy())
     if np.isnan(wc).any():
-        raise PtcError(f"{path}: some (policy, GP, snapshot) appears twice and another never")
+        raise InputError(f"{path}: some (policy, GP, snapshot) appears twice and another never")
     times, idle = np.zeros(n_snap), np.zeros(n_snap, dtype=np.int64)
     times[snapshot] = table.column("time_s").to_numpy()
     idle[snapshot] = table.column("idle_nodes").to_numpy()

@@ -86,7 +86,9 @@ class Schedule:
         total = int(lengths.sum())
         # node = interval start + offset within the interval, for every interval at once
         first = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return np.repeat(self.iv_lo, lengths) + np.arange(total, dtype=np.int64) - first
+        nodes: NDArray[np.int64] = np.repeat(self.iv_lo, lengths) - first
+        nodes += np.arange(total, dtype=np.int64)
+        return nodes
 
     @property
     def makespan(self) -> float:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.schedule import Schedule
 
 
 def snapshot_times(schedule: Schedule, interval: float) -> NDArray[np.float64]:
     if not interval > 0:
-        raise PtcError(f"--interval must be > 0 seconds, got {interval}")
+        raise InputError(f"--interval must be > 0 seconds, got {interval}")
     if schedule.end.size == 0:
         return np.zeros(0)
     t0 = float(schedule.submit.min())

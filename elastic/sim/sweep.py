@@ -6,15 +6,13 @@ chunk plus the results themselves (two float64 per policy x GP x snapshot).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from rich.progress import Progress
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
+from elastic.events import OnEvent, Reporter
 from elastic.policies import (
     POLICY_NAMES,
     build_batch,
@@ -47,13 +45,13 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         if not self.policies:
-            raise PtcError("no policy to evaluate")
+            raise InputError("no policy to evaluate")
         if not self.grace_periods:
-            raise PtcError("no grace period to evaluate")
+            raise InputError("no grace period to evaluate")
         if any(gp < 0 for gp in self.grace_periods):
-            raise PtcError("grace periods must be >= 0 seconds")
+            raise InputError("grace periods must be >= 0 seconds")
         if self.preempt < 0:
-            raise PtcError(f"--preempt must be >= 0, got {self.preempt}")
+            raise InputError(f"--preempt must be >= 0, got {self.preempt}")
 
 
 @dataclass
@@ -76,14 +74,15 @@ def run_sweep(
     priority: NDArray[np.float64],
     config: SweepConfig,
     *,
-    progress: bool = False,
+    on_event: OnEvent | None = None,
 ) -> SweepResult:
+    """Events (topic ``sweep``): begin (total = chunks), progress per chunk, end."""
     if config.preempt > schedule.n_nodes:
-        raise PtcError(f"--preempt {config.preempt} exceeds --nodes {schedule.n_nodes}")
+        raise InputError(f"--preempt {config.preempt} exceeds --nodes {schedule.n_nodes}")
     policies = tuple(make_policy(name, config.seed) for name in config.policies)
     names = tuple(p.name for p in policies)
     if len(set(names)) != len(names):
-        raise PtcError(f"policy listed twice in {', '.join(config.policies)}")
+        raise InputError(f"policy listed twice in {', '.join(config.policies)}")
     times = snapshot_times(schedule, config.interval)
     n_snap = int(times.shape[0])
     shape = (len(policies), len(config.grace_periods), n_snap)
@@ -100,39 +99,22 @@ def run_sweep(
             name: np.empty((n_snap, config.preempt), dtype=np.int16) for name in names
         }
     chunks = range(0, n_snap, config.chunk)
-    with _progress(progress, len(chunks), n_snap) as advance:
-        for lo in chunks:
-            hi = min(lo + config.chunk, n_snap)
-            grid = node_jobs(schedule, times[lo:hi])
-            batch = build_batch(
-                times[lo:hi], grid, schedule.start, schedule.end, schedule.nodes, priority
-            )
-            result.idle[lo:hi] = (grid < 0).sum(axis=1)
-            for p, policy in enumerate(policies):
-                chosen = select_batch(policy.evaluate_batch(batch), config.preempt)
-                total, high = wasted_batch(batch, chosen, result.grace_periods)
-                result.wc[p, :, lo:hi] = total
-                result.wc_high[p, :, lo:hi] = high
-                if config.keep_selections:
-                    result.selections[policy.name][lo:hi] = np.sort(chosen, axis=1)
-            advance()
+    report = Reporter("sweep", on_event)
+    report.begin(f"{n_snap:,} snapshots", total=len(chunks), snapshots=n_snap)
+    for done, lo in enumerate(chunks, start=1):
+        hi = min(lo + config.chunk, n_snap)
+        grid = node_jobs(schedule, times[lo:hi])
+        batch = build_batch(
+            times[lo:hi], grid, schedule.start, schedule.end, schedule.nodes, priority
+        )
+        result.idle[lo:hi] = (grid < 0).sum(axis=1)
+        for p, policy in enumerate(policies):
+            chosen = select_batch(policy.evaluate_batch(batch), config.preempt)
+            total, high = wasted_batch(batch, chosen, result.grace_periods)
+            result.wc[p, :, lo:hi] = total
+            result.wc_high[p, :, lo:hi] = high
+            if config.keep_selections:
+                result.selections[policy.name][lo:hi] = np.sort(chosen, axis=1)
+        report.progress(done, len(chunks))
+    report.end(f"{n_snap:,} snapshots x {len(names)} policies x {len(config.grace_periods)} GPs")
     return result
-
-
-@contextmanager
-def _progress(enabled: bool, chunks: int, snapshots: int) -> Iterator[_Advance]:
-    if not enabled:
-        yield _Advance(None, 0)
-        return
-    with Progress(transient=True) as bar:
-        task = bar.add_task(f"{snapshots:,} snapshots", total=chunks)
-        yield _Advance(bar, task)
-
-
-class _Advance:
-    def __init__(self, bar: Progress | None, task: int) -> None:
-        self._bar, self._task = bar, task
-
-    def __call__(self) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task)  # type: ignore[arg-type]

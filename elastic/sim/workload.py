@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.policies import PriorityRule
 from elastic.sim.traces import (
     FilterStep,
@@ -38,10 +38,11 @@ class WorkloadSpec:
     priority_rules: tuple[str, ...] = ()
     high_fraction: float = 0.0
     high_priority: float = 10.0
+    swf_processors: str = "requested"  # SWF: field 8 (requested) or 5 (allocated) first
 
 
 def prepare(spec: WorkloadSpec) -> tuple[Trace, list[FilterStep]]:
-    trace = load_trace(spec.path)
+    trace = load_trace(spec.path, spec.swf_processors)
     copies = spec.htc_copies
     if copies is None:
         copies = HTC_COPIES if trace_kind(spec.path) == "condor" else 1
@@ -67,4 +68,4 @@ def arrivals(trace: Trace, mode: str) -> NDArray[np.float64]:
     if mode == "submit":
         shifted: NDArray[np.float64] = trace.submit - trace.submit.min()
         return shifted
-    raise PtcError(f"--arrival must be 'batch' or 'submit', got {mode!r}")
+    raise InputError(f"--arrival must be 'batch' or 'submit', got {mode!r}")

@@ -12,7 +12,7 @@ from elastic.sim.traces.filters import (
 from elastic.sim.traces.load import load_trace, trace_kind
 from elastic.sim.traces.model import Trace
 from elastic.sim.traces.stats import TraceStats, trace_stats
-from elastic.sim.traces.swf import SWF_FIELDS, load_swf
+from elastic.sim.traces.swf import SWF_FIELDS, load_swf, processor_mismatch
 
 __all__ = [
     "SWF_FIELDS",
@@ -26,6 +26,7 @@ __all__ = [
     "load_trace",
     "mark_random_fraction",
     "paper_filters",
+    "processor_mismatch",
     "shuffled_copies",
     "trace_kind",
     "trace_stats",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.traces.model import Trace, make_trace
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z_+][\w.+]*)\s*=\s*(.*?)\s*$")
@@ -33,7 +33,7 @@ def load_condor_submit(path: Path) -> Trace:
                 continue
             assign = _ASSIGN.match(text)
             if not assign:
-                raise PtcError(f"{path}:{lineno}: not a 'key = value' or 'Queue' line: {text!r}")
+                raise InputError(f"{path}:{lineno}: not a 'key = value' or 'Queue' line: {text!r}")
             settings[assign.group(1).lower()] = (assign.group(2), lineno)
     n = len(runtimes)
     return make_trace(
@@ -56,26 +56,26 @@ def _count(path: Path, lineno: int, text: str | None) -> int:
     if text is None:
         return 1
     if not text.isdigit() or int(text) < 1:
-        raise PtcError(f"{path}:{lineno}: field Queue: count {text!r} is not a positive integer")
+        raise InputError(f"{path}:{lineno}: field Queue: count {text!r} is not a positive integer")
     return int(text)
 
 
 def _sleep_seconds(path: Path, queue_line: int, settings: dict[str, tuple[str, int]]) -> float:
     executable, exe_line = settings.get("executable", ("", queue_line))
     if executable.rsplit("/", 1)[-1] != "sleep":
-        raise PtcError(
+        raise InputError(
             f"{path}:{exe_line}: field Executable: {executable!r} is not sleep; "
             "only `sleep <seconds>` jobs can be simulated"
         )
     if "arguments" not in settings:
-        raise PtcError(f"{path}:{queue_line}: field Arguments: Queue before any Arguments")
+        raise InputError(f"{path}:{queue_line}: field Arguments: Queue before any Arguments")
     arguments, arg_line = settings["arguments"]
     try:
         seconds = float(arguments.strip().strip('"'))
     except ValueError:
-        raise PtcError(
+        raise InputError(
             f"{path}:{arg_line}: field Arguments: {arguments!r} is not a number of seconds"
         ) from None
     if not seconds >= 0 or seconds == float("inf"):
-        raise PtcError(f"{path}:{arg_line}: field Arguments: {arguments!r} must be >= 0 seconds")
+        raise InputError(f"{path}:{arg_line}: field Arguments: {arguments!r} must be >= 0 seconds")
     return seconds

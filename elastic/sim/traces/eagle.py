@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.traces.model import Trace, make_trace
 
 REQUIRED = (
@@ -43,7 +43,7 @@ def load_eagle_csv(path: Path) -> Trace:
         header = list(reader.fieldnames or [])
         for name in REQUIRED:
             if name not in header:
-                raise PtcError(f"{path}:1: missing column {name!r}")
+                raise InputError(f"{path}:1: missing column {name!r}")
         for row in reader:
             line = reader.line_num
             for name, integer in _NUMERIC.items():
@@ -81,10 +81,10 @@ def _number(
     try:
         value = float(text)
     except ValueError:
-        raise PtcError(f"{path}:{line}: field {name}: {text!r} is not a number") from None
+        raise InputError(f"{path}:{line}: field {name}: {text!r} is not a number") from None
     if not math.isfinite(value) or value < 0 or (integer and value != int(value)):
         kind = "a non-negative integer" if integer else "a non-negative number"
-        raise PtcError(f"{path}:{line}: field {name}: {text!r} is not {kind}")
+        raise InputError(f"{path}:{line}: field {name}: {text!r} is not {kind}")
     return value
 
 
@@ -95,7 +95,7 @@ def _timestamp(path: Path, line: int, row: dict[str, str], name: str) -> float:
     try:
         moment = datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
     except ValueError:
-        raise PtcError(
+        raise InputError(
             f"{path}:{line}: field {name}: {text!r} is not a time like 2019-01-01 08:55:55"
         ) from None
     return moment.timestamp()

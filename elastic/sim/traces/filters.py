@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.traces.model import Trace
 
 DAY_S = 86_400.0
@@ -26,9 +26,9 @@ def paper_filters(
     """Keep jobs that completed, have every needed field, fit on ``max_nodes`` and ran at most
     ``max_runtime`` seconds, in that order. Raises if a filter leaves nothing."""
     if max_nodes < 1:
-        raise PtcError(f"--max-nodes must be >= 1, got {max_nodes}")
+        raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
     if len(trace) == 0:
-        raise PtcError(f"trace {trace.name} has no jobs")
+        raise InputError(f"trace {trace.name} has no jobs")
     with np.errstate(invalid="ignore"):
         steps: list[tuple[str, NDArray[np.bool_]]] = [
             ("completed successfully", trace.completed),
@@ -44,7 +44,7 @@ def paper_filters(
         after = int(keep.sum())
         report.append(FilterStep(name, before, after))
         if after == 0:
-            raise PtcError(
+            raise InputError(
                 f"trace {trace.name} is empty after filter '{name}' ({before} jobs before it)"
             )
     return trace.take(keep), report
@@ -55,7 +55,7 @@ def shuffled_copies(trace: Trace, copies: int, seed: int) -> Trace:
 
     Job ids are renumbered 1..n so copies stay distinct."""
     if copies < 1:
-        raise PtcError(f"--htc-copies must be >= 1, got {copies}")
+        raise InputError(f"--htc-copies must be >= 1, got {copies}")
     rng = np.random.default_rng(seed)
     index = np.concatenate([rng.permutation(len(trace)) for _ in range(copies)])
     out = trace.take(index)
@@ -67,7 +67,7 @@ def first_jobs(trace: Trace, count: int | None) -> Trace:
     if count is None or count >= len(trace):
         return trace
     if count < 1:
-        raise PtcError(f"--limit-jobs must be >= 1, got {count}")
+        raise InputError(f"--limit-jobs must be >= 1, got {count}")
     order = np.argsort(trace.submit, kind="stable")[:count]
     return trace.take(np.sort(order))
 
@@ -78,7 +78,7 @@ def mark_random_fraction(trace: Trace, fraction: float, priority: float, seed: i
     For traces without a queue to single out (KTH-SP2, HTC): a documented, seeded stand-in for
     the paper's bigmem class."""
     if not 0 <= fraction <= 1:
-        raise PtcError(f"--high-fraction must be within [0, 1], got {fraction}")
+        raise InputError(f"--high-fraction must be within [0, 1], got {fraction}")
     count = round(fraction * len(trace))
     chosen = np.random.default_rng(seed).choice(len(trace), size=count, replace=False)
     out = trace.priority.copy()

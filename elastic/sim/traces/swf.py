@@ -3,6 +3,11 @@
 -1 means missing. Header lines start with ';' and look like '; Key: value' (continuation lines
 without a key extend the previous key); they are kept in ``Trace.metadata``. SWF counts
 processors, which the simulator treats as nodes (one processor per node, as on the KTH SP2).
+
+Which processor count: by default the *requested* processors (field 8), what a scheduler
+schedules and what the usual simulators (pyss, CQSim) use; a job whose field 8 is missing
+falls back to its allocated processors (field 5). ``processors="allocated"`` prefers field 5
+and falls back to field 8. ``processor_mismatch`` counts the jobs where the two differ.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.traces.model import Trace, make_trace
 
 SWF_FIELDS = (
@@ -37,11 +42,17 @@ SWF_FIELDS = (
     "preceding_job",
     "think_time",
 )
+PROCESSORS = ("requested", "allocated")
 _COMPLETED = 1.0
 _KEY = re.compile(r"[A-Za-z][\w-]*")
 
 
-def load_swf(path: Path) -> Trace:
+def load_swf(path: Path, processors: str = "requested") -> Trace:
+    if processors not in PROCESSORS:
+        raise InputError(
+            f"--swf-processors must be 'requested' (field 8) or 'allocated' (field 5), "
+            f"got {processors!r}"
+        )
     metadata: dict[str, str] = {}
     rows: list[list[float]] = []
     last_key = ""
@@ -60,8 +71,12 @@ def load_swf(path: Path) -> Trace:
     def opt(name: str) -> list[float]:
         return [math.nan if v == -1 else float(v) for v in cols[name]]
 
-    alloc = cols["allocated_processors"]
-    nodes = np.where(alloc != -1, alloc, cols["requested_processors"])
+    alloc, request = cols["allocated_processors"], cols["requested_processors"]
+    if processors == "requested":
+        nodes = np.where(request != -1, request, alloc)
+    else:
+        nodes = np.where(alloc != -1, alloc, request)
+    metadata = {**metadata, "ptc_processors": processors}
     status = cols["status"]
     return make_trace(
         path.name,
@@ -93,19 +108,29 @@ def _header(text: str, metadata: dict[str, str], last_key: str) -> str:
 
 def _parse_row(path: Path, lineno: int, tokens: list[str]) -> list[float]:
     if len(tokens) != len(SWF_FIELDS):
-        raise PtcError(f"{path}:{lineno}: expected {len(SWF_FIELDS)} fields, found {len(tokens)}")
+        raise InputError(f"{path}:{lineno}: expected {len(SWF_FIELDS)} fields, found {len(tokens)}")
     values: list[float] = []
     for index, token in enumerate(tokens):
         where = f"{path}:{lineno}: field {index + 1} ({SWF_FIELDS[index]})"
         try:
             value = float(token)
         except ValueError:
-            raise PtcError(f"{where}: {token!r} is not a number") from None
+            raise InputError(f"{where}: {token!r} is not a number") from None
         if not math.isfinite(value) or (value < 0 and value != -1):
-            raise PtcError(f"{where}: {token!r} must be >= 0 or -1 (missing)")
+            raise InputError(f"{where}: {token!r} must be >= 0 or -1 (missing)")
         values.append(value)
     return values
 
 
 def _labels(column: NDArray[np.float64]) -> list[str]:
     return ["" if v == -1 else str(int(v)) for v in column]
+
+
+def processor_mismatch(trace: Trace) -> int:
+    """Jobs of an SWF trace whose requested (field 8) and allocated (field 5) processors are
+    both known and differ; 0 for other traces."""
+    alloc = trace.fields.get("allocated_processors")
+    request = trace.fields.get("requested_processors")
+    if alloc is None or request is None:
+        return 0
+    return int(((alloc != request) & (alloc != -1) & (request != -1)).sum())

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from elastic.cli.sim import app
-from elastic.errors import PtcError
+from elastic.errors import InputError
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces"
 runner = CliRunner()
@@ -68,5 +68,5 @@ def test_user_errors_are_ptc_errors(tmp_path: Path, extra: list[str], message: s
     trace = DATA / "htc-condor-1120.submit"
     args = ["run", str(trace), "--out", str(tmp_path), "--htc-copies", "1", "--no-plots", *extra]
     result = runner.invoke(app, args)
-    assert isinstance(result.exception, PtcError)
+    assert isinstance(result.exception, InputError)
     assert message in str(result.exception)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from elastic.atomic import replacing
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.heatmap import HeatmapSpec, pv_heatmap
 from elastic.sim.results import read_result, summarize, write_samples
 from elastic.sim.schedule import simulate
@@ -51,15 +51,15 @@ def test_incomplete_or_foreign_files_are_refused(tmp_path: Path) -> None:
     write_samples(result, path)
     table = pq.read_table(path)
     pq.write_table(table.slice(0, table.num_rows - 1), path)
-    with pytest.raises(PtcError, match=r"rows, but 5 policies x 3 grace periods"):
+    with pytest.raises(InputError, match=r"rows, but 5 policies x 3 grace periods"):
         read_result(path)
     pq.write_table(table.drop_columns(["wc_high"]), path)
-    with pytest.raises(PtcError, match=r"missing column\(s\) wc_high"):
+    with pytest.raises(InputError, match=r"missing column\(s\) wc_high"):
         read_result(path)
     path.write_text("not parquet")
-    with pytest.raises(PtcError, match="not a readable Parquet file"):
+    with pytest.raises(InputError, match="not a readable Parquet file"):
         read_result(path)
-    with pytest.raises(PtcError, match="no samples here"):
+    with pytest.raises(InputError, match="no samples here"):
         read_result(tmp_path / "nothing.parquet")
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.schedule import Schedule, simulate
 from elastic.sim.snapshots import node_jobs, snapshot_times
 from elastic.sim.sweep import SweepConfig, run_sweep
@@ -99,7 +99,7 @@ def test_jobs_take_lowest_free_nodes() -> None:
 
 
 def test_job_larger_than_partition_is_an_error() -> None:
-    with pytest.raises(PtcError, match="needs 3 nodes; the partition has 2"):
+    with pytest.raises(InputError, match="needs 3 nodes; the partition has 2"):
         run([(0, 1, 1, 3)], n_nodes=2)
 
 

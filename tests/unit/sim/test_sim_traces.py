@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elastic.errors import PtcError
+from elastic.errors import InputError
 from elastic.sim.traces import (
     SWF_FIELDS,
     load_trace,
@@ -74,7 +74,7 @@ def test_paper_filters_report_each_step(tmp_path: Path) -> None:
 
 def test_filter_that_empties_the_trace_is_named(tmp_path: Path) -> None:
     trace = load_trace(write(tmp_path, "t.swf", SWF_TEXT))
-    with pytest.raises(PtcError, match=r"t.swf is empty after filter 'node_count <= 1'"):
+    with pytest.raises(InputError, match=r"t.swf is empty after filter 'node_count <= 1'"):
         paper_filters(trace, max_nodes=1)
 
 
@@ -89,7 +89,7 @@ def test_filter_that_empties_the_trace_is_named(tmp_path: Path) -> None:
 def test_swf_bad_line_names_file_line_and_field(tmp_path: Path, line: str, message: str) -> None:
     path = write(tmp_path, "bad.swf", SWF_TEXT + line + "\n")
     lineno = len(SWF_TEXT.splitlines()) + 1
-    with pytest.raises(PtcError, match=rf"bad.swf:{lineno}: {message}"):
+    with pytest.raises(InputError, match=rf"bad.swf:{lineno}: {message}"):
         load_trace(path)
 
 
@@ -115,10 +115,10 @@ def test_eagle_bad_cell_names_line_and_field(tmp_path: Path) -> None:
         "2019-01-01 00:00:10,2019-01-01 00:10:10,600.0,COMPLETED,app,w,s\n"
     )
     path = write(tmp_path, "e.csv", EAGLE_HEADER + row)
-    with pytest.raises(PtcError, match=r"e.csv:2: field nodes_req: 'two'"):
+    with pytest.raises(InputError, match=r"e.csv:2: field nodes_req: 'two'"):
         load_trace(path)
     path = write(tmp_path, "h.csv", "job_id,user\n1,u\n")
-    with pytest.raises(PtcError, match=r"h.csv:1: missing column 'partition'"):
+    with pytest.raises(InputError, match=r"h.csv:1: missing column 'partition'"):
         load_trace(path)
 
 
@@ -141,14 +141,14 @@ def test_condor_submit(tmp_path: Path) -> None:
     ],
 )
 def test_condor_bad_line(tmp_path: Path, text: str, message: str) -> None:
-    with pytest.raises(PtcError, match=message):
+    with pytest.raises(InputError, match=message):
         load_trace(write(tmp_path, "c.submit", text))
 
 
 def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(PtcError, match=r"unknown trace format '\.txt'"):
+    with pytest.raises(InputError, match=r"unknown trace format '\.txt'"):
         load_trace(tmp_path / "x.txt")
-    with pytest.raises(PtcError, match="no such trace file"):
+    with pytest.raises(InputError, match="no such trace file"):
         load_trace(tmp_path / "x.swf")
 
 
