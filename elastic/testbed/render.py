@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -81,12 +82,13 @@ class Rendered:
 
 
 def render_request(
-    profile: Path, params: Mapping[str, Any], *, warnings_fatal: bool = False
+    profile: Path, params: Mapping[str, Any], *, warnings_fatal: bool = True
 ) -> Rendered:
     """Run the profile, parse its request RSpec and validate it: the one way in for every caller.
 
-    Parameter warnings are returned in ``Rendered.warnings``; with ``warnings_fatal`` they are
-    errors (InputError), as on the portal's first run of a profile.
+    Parameter warnings are errors (InputError) by default, as when the portal instantiates a
+    profile (``ptc up``); with ``warnings_fatal=False`` (``ptc profile render``) they are
+    returned in ``Rendered.warnings`` for the caller to show.
     """
     run = run_profile(profile, params, warnings_fatal=warnings_fatal)
     _raise_for(run, profile, params)
@@ -116,6 +118,153 @@ def profile_parameters(profile: Path) -> list[ProfileParameter]:
     if run.status == EXIT_SCRIPT_ERROR:
         raise _script_error(profile, run)
     return run.parameters
+
+
+# --- parameter values from the command line and from a file ---------------------------------
+
+_PATH_PART = re.compile(r"([A-Za-z_][\w-]*)|\[(\d+)\]")
+
+
+def _split_path(path: str, item: str) -> list[str | int]:
+    parts: list[str | int] = []
+    pos = 0
+    while pos < len(path):
+        if parts and path[pos] == ".":
+            pos += 1
+        m = _PATH_PART.match(path, pos)
+        if m is None or (m.group(1) is not None and parts and path[pos - 1] != "."):
+            raise InputError(
+                f"--param {item!r}: {path!r} is not a parameter name or a path such as "
+                "name.member or name[0].member"
+            )
+        parts.append(m.group(1) if m.group(1) is not None else int(m.group(2)))
+        pos = m.end()
+    if not parts or not isinstance(parts[0], str):
+        raise InputError(f"--param {item!r} does not start with a parameter name")
+    return parts
+
+
+def _set_path(root: dict[str, Any], parts: list[str | int], value: Any, item: str) -> None:
+    node: Any = root
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        shown = _show_path(parts[: i + 1])
+        if isinstance(part, int):
+            if not isinstance(node, list):
+                raise InputError(f"--param {item!r}: {_show_path(parts[:i])} is not a list")
+            while len(node) <= part:
+                node.append(_UNSET)
+            if last:
+                if node[part] is not _UNSET:
+                    raise InputError(f"--param {item!r}: {shown} is given twice")
+                node[part] = value
+            elif node[part] is _UNSET:
+                node[part] = [] if isinstance(parts[i + 1], int) else {}
+            node = node[part]
+            continue
+        if not isinstance(node, dict):
+            raise InputError(f"--param {item!r}: {_show_path(parts[:i])} is not a struct")
+        if last:
+            if part in node:
+                raise InputError(f"--param {item!r}: {shown} is given twice")
+            node[part] = value
+        else:
+            node = node.setdefault(part, [] if isinstance(parts[i + 1], int) else {})
+
+
+def _show_path(parts: list[str | int]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+
+def _check_filled(value: Any, path: str) -> None:
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            if v is _UNSET:
+                raise InputError(
+                    f"--param: {path}[{i}] is missing (list items are given from [0] on, "
+                    "without gaps)"
+                )
+            _check_filled(v, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_filled(v, f"{path}.{k}")
+
+
+def parse_param_args(values: list[str] | None) -> dict[str, Any]:
+    """``--param`` arguments as parameter values.
+
+    ``NAME=VALUE`` gives a string (the profile converts it); ``NAME:=JSON`` gives a JSON value
+    (a list for a multi-value parameter, an object for a struct); a path such as
+    ``lan.bandwidth=100`` or ``nodes[1].name=b`` sets one member of a struct or item of a list.
+    """
+    params: dict[str, Any] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        is_json = key.endswith(":")
+        key = key[:-1].strip() if is_json else key.strip()
+        if not sep or not key:
+            raise InputError(f"--param {item!r} is not of the form NAME=VALUE or NAME:=JSON")
+        parsed: Any = value
+        if is_json:
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError as err:
+                raise InputError(f"--param {item!r}: {value!r} is not JSON: {err}") from err
+        _set_path(params, _split_path(key, item), parsed, item)
+    for name, value in params.items():
+        _check_filled(value, name)
+    return params
+
+
+def load_params_file(path: Path) -> dict[str, Any]:
+    """A parameters file: the portal's JSON form ``{"bindings": {name: {"value": v}}}``, or a
+    plain ``{name: value}`` object."""
+    from elastic.testbed.genilib_compat import read_params_file
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise NotFoundError(f"--params-file {str(path)!r} does not exist") from err
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"--params-file {str(path)!r} is not a JSON file: {err}") from err
+    try:
+        values, _ = read_params_file(data)
+    except ValueError as err:
+        raise InputError(f"--params-file {str(path)!r}: {err}") from err
+    return values
+
+
+def merge_params(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` (from --param) on top of ``base`` (from a file), member by member."""
+    out = dict(base)
+    for name, value in overrides.items():
+        old = out.get(name)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            out[name] = merge_params(old, value)
+        elif isinstance(old, list) and isinstance(value, list):
+            merged = list(old)
+            for i, v in enumerate(value):
+                if i < len(merged) and isinstance(merged[i], Mapping) and isinstance(v, Mapping):
+                    merged[i] = merge_params(merged[i], v)
+                elif i < len(merged):
+                    merged[i] = v
+                else:
+                    merged.append(v)
+            out[name] = merged
+        else:
+            out[name] = value
+    return out
 
 
 def to_bindings(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def two_lans() -> Topology:
         ],
         links=[
             Link("lan-a", ["gw:if0", "a:if0"]),
-            Link("lan-b", ["gw:if1", "b:if0"], bandwidth_kbps=10000),
+            Link.shaped("lan-b", ["gw:if1", "b:if0"], bandwidth_kbps=10000),
         ],
     )
 

@@ -34,8 +34,8 @@ def test_default_render_has_head_and_two_compute_nodes() -> None:
     assert t.links[0].interface_refs == ["head:if1", "node-0:if1", "node-1:if1"]
     assert t.links[0].bandwidth_kbps is None  # 0 = unshaped
     head = t.node("head")
-    assert [e.command for e in head.execute] == [f"{STARTUP} head {HEAD_ROLES}"]
-    assert t.node("node-1").execute[0].command == f"{STARTUP} compute slurm_compute,nfs_client"
+    assert [e.command for e in head.execute] == [f"{STARTUP} --groups {HEAD_ROLES}"]
+    assert t.node("node-1").execute[0].command == f"{STARTUP} --groups slurm_compute,nfs_client"
     assert all(n.disk_image and n.disk_image.endswith("UBUNTU22-64-STD") for n in t.nodes)
     assert all(n.hardware_type is None for n in t.nodes)
     assert head.blockstores == []
@@ -59,7 +59,7 @@ def test_three_nodes_storage_bandwidth_and_hardware() -> None:
     assert t.links[0].bandwidth_kbps == 1000000
     (bs,) = t.node("head").blockstores
     assert (bs.mount, bs.size_gb, bs.remote) == ("/exports", 50.0, False)
-    assert t.node("node-0").execute[0].command.endswith("compute slurm_compute")
+    assert t.node("node-0").execute[0].command.endswith("--groups slurm_compute")
     assert t.parameters["computeNodeCount"] == "3"
     assert t.parameters["sharedStorageGB"] == "50"
 
