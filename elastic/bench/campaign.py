@@ -64,8 +64,7 @@ class Tally:
 
     def describe(self) -> str:
         return (
-            f"done {self.done}, running {self.running}, failed {self.failed}, "
-            f"queued {self.queued}"
+            f"done {self.done}, running {self.running}, failed {self.failed}, queued {self.queued}"
         )
 
 
@@ -153,7 +152,7 @@ def job_script(campaign: Campaign, runs: Sequence[Run], *, array: bool) -> str:
         'if [ -n "$prepare" ]; then sh -c "$prepare" > prepare.txt 2>&1 || '
         '{ echo "command_exit=97" > meta.txt; exit 97; }; fi',
         "start=$(date +%s.%N)",
-        f'{campaign.launcher} $command > out.txt 2> err.txt; rc=$?',
+        f"{campaign.launcher} $command > out.txt 2> err.txt; rc=$?",
         "end=$(date +%s.%N)",
         'echo "command_exit=$rc start=$start end=$end" > meta.txt',
         "exit $rc",
@@ -414,9 +413,7 @@ def run(
     )
     batches = list(pending)
     if to_submit:
-        remote.run(
-            slurm_job.as_user(campaign.user, f"mkdir -p {shlex.quote(_base(campaign))}")
-        )
+        remote.run(slurm_job.as_user(campaign.user, f"mkdir -p {shlex.quote(_base(campaign))}"))
     if campaign.arrays:
         for group in group_by_shape(to_submit):
             batch = _submit(remote, campaign, group, array=True)
@@ -522,7 +519,7 @@ def _collect(
             tally.done + tally.failed,
             missing_total,
             f"{campaign.name}: {tally.describe()}",
-            done=tally.done,
+            succeeded=tally.done,
             running=tally.running,
             failed=tally.failed,
             queued=tally.queued,

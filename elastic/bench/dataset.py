@@ -22,7 +22,10 @@ from elastic.errors import InputError, NotFoundError
 COLUMNS: dict[str, tuple[str, str]] = {
     "campaign": ("campaign name (from the campaign file)", ""),
     "run_id": ("stable id of this repeat of this configuration in this campaign", ""),
-    "config_id": ("stable id of the configuration (hash of benchmark and controlled variables)", ""),
+    "config_id": (
+        "stable id of the configuration (hash of benchmark and controlled variables)",
+        "",
+    ),
     "repeat": ("repeat index of the configuration, from 0", ""),
     "order": ("position in the campaign's (randomised) order", ""),
     "attempt": ("how many times this run_id was run, this row included", ""),

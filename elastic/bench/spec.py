@@ -297,3 +297,32 @@ def load(path: Path) -> Campaign:
 
 def schema_text() -> str:
     return json.dumps(SCHEMA, indent=2) + "\n"
+
+
+def hpcc_campaign(
+    nodes: tuple[int, ...] = (2,),
+    tasks_per_node: tuple[int, ...] = (1,),
+    sizes: tuple[int, ...] = (2000,),
+    block: int = 80,
+    repeats: int = 1,
+    user: str = "ptc",
+    launcher: str = "srun --mpi=pmix",
+    name: str = "hpcc",
+) -> Campaign:
+    """The campaign ``ptc bench hpcc`` runs: HPCC on the same engine as every campaign."""
+    return parse(
+        {
+            "name": name,
+            "benchmark": "hpcc",
+            "factors": {
+                "n": list(sizes),
+                "nb": [block],
+                "nodes": list(nodes),
+                "ranks_per_node": list(tasks_per_node),
+            },
+            "repeats": repeats,
+            "order": {"randomize": False},
+            "slurm": {"user": user, "launcher": launcher},
+        },
+        "ptc bench hpcc",
+    )

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.bench import campaign as campaigns
-from elastic.bench import hpcc
+from elastic.bench import hpcc, spec
 from elastic.cli import render
 from elastic.cli.bench import default_dataset
 from elastic.errors import PtcError
@@ -71,9 +71,15 @@ def demo(
     stage("verify", started, f"testinfra: {checks.describe()}")
 
     started = time.monotonic()
-    plan = campaigns.Campaign(nodes=(nodes,), tasks_per_node=(1,), sizes=(2000,))
+    plan = spec.hpcc_campaign(
+        nodes=(nodes,),
+        tasks_per_node=(1,),
+        sizes=(2000,),
+        name=f"demo-hpcc-{time.strftime('%Y%m%dT%H%M%S')}",
+    )
     path = default_dataset(exp)
-    row = campaigns.run(exp, plan, path, err_console)[0]
+    with render.progress(err_console) as on_event:
+        row = campaigns.run(exp, plan, path, on_event).rows[0]
     stage("benchmark", started, f"HPCC job {row['job_id']} {row['state']}")
 
     summary = Table(title=f"ptc demo: {name}", show_header=True)

@@ -16,7 +16,6 @@ import pytest
 from elastic.bench import dataset, hpcc
 from elastic.errors import PtcError
 
-
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "hpcc" / "templates"
 
 

@@ -1,0 +1,57 @@
+"""Runtime against problem size, one line per rank count, log-log (as the thesis's Fig. 6.1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from elastic.errors import InputError
+
+
+def runtime_vs_size(
+    frame: pd.DataFrame,
+    out: Path,
+    *,
+    x: str = "global_dofs",
+    y: str = "solve_time_s",
+    by: str = "ranks",
+    panel: str | None = "operator",
+    title: str = "",
+) -> Path:
+    """Write a PNG: ``y`` against ``x`` (median over repeats, every run as a dot) per ``by``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for column in (x, y, by):
+        if column not in frame.columns:
+            raise InputError(f"the dataset has no column {column!r} to plot")
+    data = frame[(frame[x] > 0) & (frame[y] > 0)]
+    if "error" in data.columns:
+        data = data[data["error"].fillna("") == ""]
+    if data.empty:
+        raise InputError("the dataset has no successful runs to plot")
+    panels = sorted(data[panel].dropna().unique()) if panel and panel in data.columns else [None]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    for ax, level in zip(axes[0], panels, strict=True):
+        subset = data if level is None else data[data[panel] == level]
+        for value, group in subset.groupby(by):
+            med = group.groupby(x)[y].median().sort_index()
+            (line,) = ax.plot(med.index, med.to_numpy(), marker="o", label=f"{by}={value!s}")
+            ax.scatter(group[x], group[y], s=8, alpha=0.4, color=line.get_color())
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.set_title(str(level) if level is not None else title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
