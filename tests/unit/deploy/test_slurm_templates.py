@@ -1,7 +1,9 @@
 """The slurm role's templates, rendered by Ansible on this machine from a three-node inventory.
 
 Checks what the role promises: NodeName lines from facts, repeated keys from lists, null
-removes a key, and which changes land in the restart digests (node list: slurmctld only).
+removes a key, and which changes land in the restart digests (node list: slurmctld only); and the
+production settings from variables: memory as a resource, enforced accounting, multifactor
+priority, partition limits, the health check, Prolog/Epilog, and JWT for slurmrestd.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles" / "slurm"
-TEMPLATES = ("slurm.conf", "slurmctld-restart.keys", "slurmd-restart.keys", "slurmd.default")
+TEMPLATES = (
+    "slurm.conf",
+    "slurmctld-restart.keys",
+    "slurmd-restart.keys",
+    "slurmd.default",
+    "cgroup.conf",
+    "ptc-healthcheck.conf",
+    "slurmrestd.conf",
+)
 
 INVENTORY = """
 all:
@@ -130,3 +140,71 @@ def test_restart_digests(default: dict[str, str], tmp_path: Path) -> None:
     assert changed["head-slurmctld-restart.keys"] == ctld
     assert changed["node-0-slurmd-restart.keys"] == slurmd
     assert changed["head-slurm.conf"] != default["head-slurm.conf"]
+
+
+def value(text: str, key: str) -> str:
+    found = lines(text, key)
+    assert len(found) == 1, f"{key}: {found}"
+    return found[0].split("=", 1)[1]
+
+
+def test_production_defaults(default: dict[str, str]) -> None:
+    conf = default["head-slurm.conf"]
+    # Memory is scheduled: RealMemory per node, and a default per CPU that fills a node.
+    assert value(conf, "SelectTypeParameters") == "CR_Core_Memory"
+    real = [int(n.split("RealMemory=")[1].split()[0]) for n in lines(conf, "NodeName")]
+    cpus = [int(n.split("CPUs=")[1].split()[0]) for n in lines(conf, "NodeName")]
+    assert int(value(conf, "DefMemPerCPU")) == min(r // c for r, c in zip(real, cpus, strict=True))
+    assert value(conf, "AccountingStorageEnforce") == "associations,limits,qos,safe"
+    assert value(conf, "PriorityType") == "priority/multifactor"
+    assert value(conf, "PriorityWeightFairshare") == "10000"
+    assert value(conf, "EnforcePartLimits") == "ALL"
+    assert value(conf, "ProctrackType") == "proctrack/cgroup"
+    assert value(conf, "TaskPlugin") == "task/cgroup,task/affinity"
+    assert value(conf, "HealthCheckProgram") == "/usr/local/sbin/ptc-slurm-healthcheck"
+    assert value(conf, "HealthCheckInterval") == "300"
+    assert lines(conf, "Prolog") == [] and lines(conf, "Epilog") == []
+    assert value(conf, "AuthAltTypes") == "auth/jwt"
+    assert value(conf, "AuthAltParameters") == "jwt_key=/etc/slurm/jwt_hs256.key"
+    assert "ConstrainRAMSpace=yes" in default["head-cgroup.conf"]
+    # slurmrestd listens on the controller's cluster-network address, JWT only.
+    assert "rest_auth/jwt 10.10.1.1:6820" in default["head-slurmrestd.conf"]
+    # The health check knows the node, and the MPI plugin and library it must find.
+    check = default["node-1-ptc-healthcheck.conf"]
+    assert "NODE=node-1" in check and "MOUNTS=()" in check and "MPI_PLUGIN=none" in check
+    # A change of the JWT settings restarts slurmctld; weights and health checks do not.
+    assert "AuthAltTypes=auth/jwt" in default["head-slurmctld-restart.keys"]
+
+
+def test_production_settings_from_variables(default: dict[str, str], tmp_path: Path) -> None:
+    out = render(
+        tmp_path,
+        {
+            "slurm_select_type_parameters": "CR_CPU_Memory",
+            "slurm_def_mem_per_cpu_mb": 512,
+            "slurm_priority_weights": {"Fairshare": 5, "QOS": 7},
+            "slurm_enforce_part_limits": "ANY",
+            "slurm_accounting_storage_enforce": "",
+            "slurm_health_check_interval": 0,
+            "slurm_health_check_mounts": ["/home", "/opt/my share"],
+            "slurm_mpi_default": "pmix",
+            "slurm_prolog": "#!/bin/sh\ntrue\n",
+            "slurm_restd_enabled": False,
+        },
+    )
+    conf = out["head-slurm.conf"]
+    assert value(conf, "SelectTypeParameters") == "CR_CPU_Memory"
+    assert value(conf, "DefMemPerCPU") == "512"
+    assert value(conf, "PriorityWeightQOS") == "7" and lines(conf, "PriorityWeightAge") == []
+    assert value(conf, "EnforcePartLimits") == "ANY"
+    assert lines(conf, "AccountingStorageEnforce") == []
+    assert lines(conf, "HealthCheckProgram") == [] and lines(conf, "HealthCheckInterval") == []
+    assert value(conf, "Prolog") == "/etc/slurm/ptc-prolog" and lines(conf, "Epilog") == []
+    assert lines(conf, "AuthAltTypes") == []
+    check = out["node-0-ptc-healthcheck.conf"]
+    assert "MOUNTS=(/home '/opt/my share')" in check
+    assert "MPI_PLUGIN=pmix" in check and "LIBRARIES=(libpmix.so)" in check
+    # Only the JWT keys left the slurmctld digest; the slurmd digest holds none of these keys.
+    assert out["node-0-slurmd-restart.keys"] == default["node-0-slurmd-restart.keys"]
+    ctld = out["head-slurmctld-restart.keys"]
+    assert "AuthAltTypes" not in ctld and "SelectTypeParameters=CR_CPU_Memory" in ctld

@@ -22,8 +22,8 @@ from testbed_support import RECORDINGS, SLURM_PROFILE
 
 from elastic.errors import PtcError
 from elastic.testbed import genilib_compat, rspec
-from elastic.testbed.change import Change
 from elastic.testbed.backends.cloudlab import CloudLabBackend
+from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 
 MANIFEST = (RECORDINGS / "recorded_cloudlab_utah_manifest.xml").read_text()
