@@ -75,7 +75,9 @@ def main() -> None:
     parser.add_argument("--add-node-size", type=int, default=2, help="0: do not measure")
     parser.add_argument("--prefix", default="bench", help="experiment name prefix")
     args = parser.parse_args()
-    os.environ.setdefault("CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf"))
+    os.environ.setdefault(
+        "CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf")
+    )
     console = Console(stderr=True)
     rows: list[Row] = []
     for size in args.sizes:

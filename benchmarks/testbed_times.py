@@ -42,7 +42,9 @@ def main() -> None:
     parser.add_argument("--max-compute", type=int, default=7)
     args = parser.parse_args()
     os.environ["PTC_HOME"] = tempfile.mkdtemp(prefix="ptc-bench-")
-    os.environ.setdefault("CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf"))
+    os.environ.setdefault(
+        "CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf")
+    )
 
     from elastic.testbed.backends.local import image, podman
 

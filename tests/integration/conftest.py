@@ -44,7 +44,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def ptc_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("ptc-home")
     os.environ["PTC_HOME"] = str(home)
-    os.environ.setdefault("CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf"))
+    os.environ.setdefault(
+        "CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf")
+    )
     return home
 
 
