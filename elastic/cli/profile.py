@@ -22,6 +22,8 @@ console = Console()
 err_console = Console(stderr=True)
 
 ProfileArg = Annotated[Path, typer.Argument(help="geni-lib profile script")]
+
+
 def _render_checked(profile: Path, param: list[str] | None) -> tuple[bytes, Topology]:
     xml = render_profile(profile, parse_params(param))
     topology = rspec.parse_request(xml)
