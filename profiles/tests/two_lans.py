@@ -20,20 +20,20 @@ pc = portal.Context()
 request = pc.makeRequestRSpec()
 
 
-def node(name, role, roles):
+def node(name, groups):
     n = request.RawPC(name)
     n.disk_image = IMAGE
-    n.addService(pg.Execute(shell="bash", command="%s %s %s" % (STARTUP, role, roles)))
+    n.addService(pg.Execute(shell="bash", command="%s --groups %s" % (STARTUP, groups)))
     return n
 
 
-head = node("head", "head", "slurm_controller,slurm_dbd,nfs_server,config_server")
+head = node("head", "slurm_controller,slurm_dbd,nfs_server,config_server")
 for lan_index, letter in enumerate("ab"):
     subnet = "10.10.%d." % (lan_index + 1)
     lan = request.LAN("lan-%s" % letter)
     lan.addInterface(head.addInterface("if%d" % (lan_index + 1),
                                        pg.IPv4Address(subnet + "1", NETMASK)))
     for i in range(2):
-        member = node("%s-%d" % (letter, i), "compute", "slurm_compute,nfs_client")
+        member = node("%s-%d" % (letter, i), "slurm_compute,nfs_client")
         lan.addInterface(member.addInterface("if1", pg.IPv4Address(subnet + str(2 + i), NETMASK)))
 pc.printRequestRSpec(request)
