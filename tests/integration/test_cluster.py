@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from remote import containers, ssh
 
+from elastic.bench import campaign as campaigns
+from elastic.bench import spec
 from elastic.deploy import runner
 from elastic.deploy import verify as verifier
 from elastic.deploy.target import Target
@@ -97,6 +99,17 @@ def test_secrets_stay_secret(deployed: Path) -> None:
 def test_verify_passes(deployed: Path, ptc: Runner) -> None:
     proc, _ = timed(ptc, "verify", NAME)
     assert proc.returncode == 0, f"ptc verify failed:\n{proc.stderr[-4000:]}"
+
+
+def test_campaign_from_python_reports_through_a_callback(deployed: Path, tmp_path: Path) -> None:
+    events: list[Event] = []
+    exp = experiments.load(NAME)
+    plan = spec.hpcc_campaign(nodes=(2,), tasks_per_node=(1,), sizes=(1000,))
+    result = campaigns.run(exp, plan, tmp_path / "hpcc.parquet", collect(events))
+    assert [r["state"] for r in result.rows] == ["COMPLETED"], result.rows
+    assert events[0].kind is Kind.BEGIN and events[-1].kind is Kind.END
+    assert {e.topic for e in events} == {"campaign"}
+    assert (tmp_path / "hpcc.parquet").is_file()
 
 
 def test_file_written_on_one_node_is_seen_everywhere(deployed: Path) -> None:
