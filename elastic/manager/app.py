@@ -9,9 +9,8 @@ PV) or 422 (an invalid field; ``field`` names it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -24,6 +23,7 @@ from elastic.errors import InputError, PtcError
 from elastic.manager.auth import Principal
 from elastic.manager.core import Manager
 from elastic.manager.model import NAME_PATTERN, JobRecord, Node, PreemptionRecord, Reclamation
+from elastic.service import lifespan_running
 
 log = logging.getLogger(__name__)
 Name = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63)]
@@ -134,17 +134,6 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
     """The API around ``manager``; with ``run_loop`` a background task calls ``manager.tick``
     every ``tick_interval`` seconds while the app runs (deadlines, notifications)."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(_loop()) if run_loop else None
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
     async def _loop() -> None:
         while True:
             try:
@@ -157,7 +146,7 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         title="ptc elastic manager",
         version="1",
         description=__doc__,
-        lifespan=lifespan,
+        lifespan=lifespan_running(_loop if run_loop else None),
     )
     app.state.manager = manager
 

@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hmac
 import importlib
 import logging
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,6 +50,7 @@ from elastic.events import to_logger
 from elastic.manager.client import ManagerClient, read_token
 from elastic.manager.service import check_listen
 from elastic.policies import POLICY_NAMES, PriorityRule, make_policy
+from elastic.service import lifespan_running
 from elastic.slurm.client import ClientConfig, NoProvisioner, Provisioner, SlurmElasticClient
 from elastic.slurm.commands import Slurm, subprocess_runner
 
@@ -172,18 +171,11 @@ def create_app(
                 log.exception("slurm client loop")
             await asyncio.sleep(step_interval)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(loop()) if run_loop else None
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-    app = FastAPI(title="ptc Slurm elastic client", version="1", lifespan=lifespan)
+    app = FastAPI(
+        title="ptc Slurm elastic client",
+        version="1",
+        lifespan=lifespan_running(loop if run_loop else None),
+    )
 
     def check(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

@@ -9,9 +9,7 @@ holds the profile, this list and ``site.yml`` to each other.
 
 from __future__ import annotations
 
-import re
 import shlex
-from collections.abc import Iterable
 
 from elastic.errors import InputError
 from elastic.testbed.topology import Node
@@ -28,12 +26,6 @@ KNOWN_GROUPS: dict[str, str] = {
 
 STARTUP_SCRIPT = "startup.sh"
 GROUPS_OPTION = "--groups"
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-def startup_argument(groups: Iterable[str]) -> str:
-    """The ``--groups`` argument the profile's startup command carries (for tests and tools)."""
-    return f"{GROUPS_OPTION} {','.join(groups)}"
 
 
 def node_groups(node: Node) -> tuple[str, ...]:
@@ -65,12 +57,3 @@ def _words(command: str) -> list[str]:
         return shlex.split(command)
     except ValueError:
         return command.split()
-
-
-def check_names(groups: Iterable[str], where: str) -> None:
-    """Raise InputError naming ``where`` if a group is not a known one."""
-    for group in groups:
-        if not _NAME.match(group) or group not in KNOWN_GROUPS:
-            raise InputError(
-                f"{where}: unknown group {group!r} (known groups: {', '.join(KNOWN_GROUPS)})"
-            )
