@@ -90,3 +90,18 @@ def experiment_factory(ptc: Runner) -> Iterator[Callable[..., Path]]:
     for name in created:
         if (Path(os.environ["PTC_HOME"]) / "experiments" / name).exists():
             ptc("down", name)
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(experiment_factory: Callable[..., Path], ptc: Runner) -> Path:
+    """One deployed 1+2 cluster for every module that only submits work to it.
+
+    Tests that use it must leave it as they found it (no reconfiguration, nodes resumed), so that
+    the modules sharing it stay independent of their order; modules that reconfigure Slurm or
+    grow the experiment create their own.
+    """
+    name = os.environ.get("PTC_TEST_SHARED_CLUSTER_NAME", "shared")
+    expdir = experiment_factory(name, "profiles/slurm_cluster.py", "computeNodeCount=2")
+    proc = ptc("deploy", name)
+    assert proc.returncode == 0, f"ptc deploy {name} failed:\n{proc.stderr[-6000:]}"
+    return expdir
