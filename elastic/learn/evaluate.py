@@ -44,9 +44,20 @@ class Settings:
     steps: int | None = None  # None: until the Active set is used up
     seed: int = 0
     min_noise: float = 0.1
+    noise_bound: str = "sd"  # the bound applies to sigma_n ("sd") or to sigma_n^2 ("variance")
+    isotropic: bool = True
     restarts: int = 2
+    # Random restarts on the first fits and every ``restart_every`` steps; the fits between
+    # start from the previous hyperparameters (warm) without restarts.
+    restart_every: int = 10
     active_fraction: float = 0.8
     target_ratio: float = 1.1
+    # CE penalises the predicted log cost (mu + log(cost/response), i.e. + log(cores) when the
+    # response is a time and the cost core-seconds) rather than mu alone.
+    cost_aware: bool = True
+
+    def model(self, seed: int) -> Model:
+        return Model(self.min_noise, self.restarts, seed, self.isotropic, self.noise_bound)
 
 
 @dataclass
@@ -86,6 +97,12 @@ def _rmse(model: Model, x: Array, log_y: Array) -> float:
     return float(np.sqrt(np.mean((mu - log_y) ** 2)))
 
 
+def refit(model: Model, x: Array, log_y: Array, step: int, settings: Settings) -> None:
+    """Fit with restarts at the start and every ``restart_every`` steps, warm in between."""
+    cold = step < 3 or settings.restart_every <= 1 or step % settings.restart_every == 0
+    model.fit(x, log_y, warm=not cold and step > 0, restarts=None if cold else 0)
+
+
 def replay(
     x: Array,
     log_y: Array,
@@ -97,30 +114,31 @@ def replay(
     settings: Settings,
     rng: np.random.Generator,
     steps: int,
+    log_ratio: Array | None = None,
 ) -> list[dict[str, float]]:
-    model = Model(settings.min_noise, settings.restarts, int(rng.integers(2**31)))
+    """One learning sequence; ``log_ratio`` is log(cost/response) per run, for CE."""
+    model = settings.model(int(rng.integers(2**31)))
     train = [initial]
     pool = list(active)
     spent = float(cost[initial])
     out: list[dict[str, float]] = []
     for step in range(steps + 1):
-        model.fit(x[train], log_y[train])
+        refit(model, x[train], log_y[train], step, settings)
         _, sd_active = model.predict(x[active])
-        sd_pick = float("nan")
         record = {
             "step": float(step),
             "cost": spent,
             "rmse": _rmse(model, x[test], log_y[test]),
             "amsd": float(np.mean(sd_active)),
+            "sd_pick": float("nan"),
         }
+        out.append(record)
         if step == steps or not pool:
-            record["sd_pick"] = sd_pick
-            out.append(record)
             break
         mu, sd = model.predict(x[pool])
-        index = rule.pick(mu, sd, rng)
+        log_cost = mu + log_ratio[pool] if log_ratio is not None else None
+        index = rule.pick(mu, sd, rng, log_cost)
         record["sd_pick"] = float(sd[index])
-        out.append(record)
         chosen = pool.pop(index)
         train.append(chosen)
         spent += float(cost[chosen])
@@ -141,6 +159,8 @@ def evaluate(
     x = feats.transform(data)
     log_y = np.log(data[settings.response].to_numpy(dtype=float))
     cost = data[settings.cost].to_numpy(dtype=float)
+    response = data[settings.response].to_numpy(dtype=float)
+    log_ratio = np.log(cost / response) if settings.cost_aware else None
     total = settings.repeats * len(rules)
     report.begin(
         f"{len(data)} runs, {feats.dimensions} feature dims ({', '.join(feats.columns)})",
@@ -153,14 +173,17 @@ def evaluate(
         split_rng = np.random.default_rng([settings.seed, repeat])
         initial, active, test = split(len(data), split_rng, settings.active_fraction)
         steps = len(active) if settings.steps is None else min(settings.steps, len(active))
-        full = Model(settings.min_noise, settings.restarts, settings.seed + repeat)
+        full = settings.model(settings.seed + repeat)
         everything = np.concatenate([[initial], active])
         full.fit(x[everything], log_y[everything])
         refs.append({"repeat": repeat, "rmse_all": _rmse(full, x[test], log_y[test])})
         for rule_index, rule in enumerate(rules):
             # Each (repeat, rule) has its own stream, so adding a rule changes no other result.
             rng = np.random.default_rng([settings.seed, repeat, rule_index, 7])
-            for rec in replay(x, log_y, cost, rule, initial, active, test, settings, rng, steps):
+            records = replay(
+                x, log_y, cost, rule, initial, active, test, settings, rng, steps, log_ratio
+            )
+            for rec in records:
                 rows.append({"rule": rule.label, "repeat": repeat, **rec})
             done += 1
             report.progress(done, total, f"repeat {repeat + 1}/{settings.repeats} {rule.label}")

@@ -5,7 +5,12 @@ Each rule picks the index of the next candidate from the model's predictions at 
 
 - ``VR`` (Variance Reduction): argmax sigma;
 - ``CE`` (Cost Efficiency): argmax sigma - C * mu. With log responses this is the
-  variance/cost ratio of eq. 6.14 (C = 1 there; §7.4 tries C from 0.0625 to 1);
+  variance/cost ratio of eq. 6.14 (C = 1 there; §7.4 tries C from 0.0625 to 1). When the
+  response is a time and the cost is core-seconds, the caller passes ``log_cost`` = mu +
+  log(cores), the predicted log *cost* of each candidate (the cores are a controlled variable,
+  known exactly): Ch6 modelled the runtime and read it as the cost, Ch7 weighted by the
+  expected node-hours; ptc counts cost in core-seconds, so it penalises the predicted
+  core-seconds;
 - ``Random``: uniformly at random, the baseline.
 
 Candidates may repeat configurations already measured: the data are noisy, so measuring a point
@@ -29,19 +34,27 @@ class Rule:
     name: str
     cost_weight: float = 1.0
 
-    def score(self, mu: Array, sigma: Array) -> Array:
+    def score(self, mu: Array, sigma: Array, log_cost: Array | None = None) -> Array:
+        """The rule's criterion at each candidate; ``log_cost`` defaults to ``mu``."""
         if self.name == "VR":
             return sigma
         if self.name == "CE":
-            return sigma - self.cost_weight * mu
+            return sigma - self.cost_weight * (mu if log_cost is None else log_cost)
         raise InputError(f"rule {self.name!r} has no score")
 
-    def pick(self, mu: Array, sigma: Array, rng: np.random.Generator) -> int:
+    def pick(
+        self,
+        mu: Array,
+        sigma: Array,
+        rng: np.random.Generator,
+        log_cost: Array | None = None,
+    ) -> int:
+        """Index of the candidate with the highest score (the first of equals), or a random one."""
         if len(mu) == 0:
             raise InputError("no candidates to choose from")
         if self.name == "Random":
             return int(rng.integers(len(mu)))
-        return int(np.argmax(self.score(mu, sigma)))
+        return int(np.argmax(self.score(mu, sigma, log_cost)))
 
     @property
     def label(self) -> str:

@@ -16,7 +16,10 @@ from elastic.learn.gp import Features, Model
 def test_gp_recovers_a_known_function() -> None:
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 1, size=(60, 2))
-    truth = lambda p: np.sin(3 * p[:, 0]) + 0.5 * p[:, 1] ** 2  # noqa: E731
+
+    def truth(p: np.ndarray) -> np.ndarray:
+        return np.asarray(np.sin(3 * p[:, 0]) + 0.5 * p[:, 1] ** 2)
+
     y = truth(x) + rng.normal(0, 0.05, size=60)
     model = Model(min_noise=0.01, restarts=2, seed=1).fit(x, y)
     grid = rng.uniform(0, 1, size=(200, 2))
