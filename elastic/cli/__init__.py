@@ -20,7 +20,7 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so `ptc --help` lists everything while each module stays independent.
-    from elastic.cli import bench, cluster, demo, elastic, experiment, image, profile, sim
+    from elastic.cli import bench, cluster, demo, elastic, experiment, image, learn, profile, sim
 
     experiment.register(app)
     cluster.register(app)
@@ -28,6 +28,7 @@ def _register() -> None:
     app.add_typer(profile.app, name="profile", help="Render and check geni-lib profiles.")
     app.add_typer(sim.app, name="sim", help="Simulate preemption policies on job traces.")
     app.add_typer(bench.app, name="bench", help="Benchmark campaigns through Slurm.")
+    app.add_typer(learn.app, name="learn", help="Active learning over performance datasets.")
     demo.register(app)
     elastic.register(app)
 
