@@ -12,10 +12,20 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.cli import render
-from elastic.cli.options import ParamOpt, parse_params
+from elastic.cli.options import (
+    GroupOpt,
+    GroupsFileOpt,
+    ParamOpt,
+    ParamsFileOpt,
+    UserOpt,
+    WarningsFatalOpt,
+    parse_groups,
+    parse_params,
+)
 from elastic.errors import InputError
 from elastic.testbed import backends, lifecycle, rspec
 from elastic.testbed import experiment as experiments
+from elastic.testbed.inventory import load_groups_file
 
 console = Console()
 err_console = Console(stderr=True)
@@ -25,6 +35,7 @@ def up(
     profile: Annotated[Path, typer.Argument(help="geni-lib profile script")],
     name: Annotated[str, typer.Option("--name", "-n", help="experiment name")] = "ptc",
     param: ParamOpt = None,
+    params_file: ParamsFileOpt = None,
     testbed: Annotated[
         str | None,
         typer.Option("--testbed", help=f"one of: {', '.join(backends.names())} (default local)"),
@@ -35,13 +46,17 @@ def up(
         typer.Option(help="CloudLab site: utah, wisconsin, clemson, apt (implies cloudlab)"),
     ] = None,
 ) -> None:
-    """Instantiate PROFILE as a named experiment and write its manifest and inventory."""
+    """Instantiate PROFILE as a named experiment and write its manifest and inventory.
+
+    The profile's parameter warnings are always fatal here, as when the portal first
+    instantiates a profile: see them with `ptc profile check`."""
     if local and (site or testbed not in (None, "local")):
         raise InputError("--local contradicts --site/--testbed: choose one testbed")
     chosen = testbed or ("cloudlab" if site else "local")
     started = time.monotonic()
     with render.progress(err_console) as on_event:
-        exp = lifecycle.up(profile, parse_params(param), name, chosen, site, on_event)
+        params = parse_params(param, params_file)
+        exp = lifecycle.up(profile, params, name, chosen, site, on_event)
     err_console.print(
         f"[green]experiment {exp.name} is ready[/] in {time.monotonic() - started:.1f}s: "
         f"inventory {exp.inventory_dir / 'hosts.yml'}"
@@ -52,17 +67,21 @@ def up(
 def modify(
     name: Annotated[str, typer.Argument(help="experiment name")],
     param: ParamOpt = None,
+    params_file: ParamsFileOpt = None,
+    warnings_fatal: WarningsFatalOpt = False,
 ) -> None:
     """Change a running experiment's profile parameters; nodes are added or removed to match.
 
+    The profile's parameter warnings are shown; with --warnings-fatal they refuse the change.
     Ansible is not run: bring added nodes into the cluster with
     `ptc deploy NAME --limit NEW_NODES,head`, and drop removed ones with `--limit head`."""
-    params = parse_params(param)
-    if not params:
+    if not param and params_file is None:
         raise InputError("give the parameters to change, e.g. --param computeNodeCount=3")
+    # Members and list items are given over the experiment's own values (nodes[2].name=c).
+    params = parse_params(param, params_file, experiments.load(name).params)
     started = time.monotonic()
     with render.progress(err_console) as on_event:
-        exp, change = lifecycle.modify(name, params, on_event)
+        exp, change = lifecycle.modify(name, params, on_event, warnings_fatal=warnings_fatal)
     err_console.print(
         f"[green]experiment {exp.name} modified[/] ({change.describe()}) "
         f"in {time.monotonic() - started:.1f}s"
@@ -133,10 +152,22 @@ def ssh(
     os.execvp("ssh", args)
 
 
-def inventory(name: Annotated[str, typer.Argument(help="experiment name")]) -> None:
-    """(Re)build the Ansible inventory and ssh_config from the experiment's manifest."""
+def inventory(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    user: UserOpt = None,
+    group: GroupOpt = None,
+    groups_file: GroupsFileOpt = None,
+) -> None:
+    """(Re)build the Ansible inventory and ssh_config from the experiment's manifest.
+
+    A portal manifest lists a login for every project member: the user is --user, else the
+    geni-lib context's, else the only one listed (ambiguity is refused). Nodes get the groups
+    their manifest carries; --group/--groups-file map nodes to groups explicitly. Both
+    choices are kept for later rebuilds."""
     exp = experiments.load(name)
-    console.print(str(lifecycle.write_inventory(exp)))
+    groups = load_groups_file(groups_file) if groups_file is not None else {}
+    groups |= parse_groups(group)
+    console.print(str(lifecycle.write_inventory(exp, user=user, groups=groups)))
 
 
 def _print_nodes(exp: experiments.Experiment) -> None:

@@ -12,10 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic import atomic
-from elastic.cli.options import ParamOpt, parse_params
-from elastic.testbed import rspec
-from elastic.testbed.render import profile_parameters, render_profile
-from elastic.testbed.topology import Topology
+from elastic.cli.options import (
+    ParamOpt,
+    ParamsFileOpt,
+    WarningsFatalOpt,
+    parse_params,
+    print_warnings,
+)
+from elastic.testbed.render import Rendered, profile_parameters, render_request
+from elastic.testbed.topology import Blockstore, Link, LinkProperty, Topology
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
@@ -24,23 +29,32 @@ err_console = Console(stderr=True)
 ProfileArg = Annotated[Path, typer.Argument(help="geni-lib profile script")]
 
 
-def _render_checked(profile: Path, param: list[str] | None) -> tuple[bytes, Topology]:
-    xml = render_profile(profile, parse_params(param))
-    topology = rspec.parse_request(xml)
-    rspec.validate(topology)
-    return xml, topology
+def _render_checked(
+    profile: Path, param: list[str] | None, params_file: Path | None, warnings_fatal: bool
+) -> Rendered:
+    """Render and validate; show the profile's warnings (unless they were made fatal)."""
+    rendered = render_request(
+        profile, parse_params(param, params_file), warnings_fatal=warnings_fatal
+    )
+    print_warnings(err_console, rendered.warnings)
+    return rendered
 
 
 @app.command()
 def render(
     profile: ProfileArg,
     param: ParamOpt = None,
+    params_file: ParamsFileOpt = None,
+    warnings_fatal: WarningsFatalOpt = False,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="write the RSpec here instead of stdout")
     ] = None,
 ) -> None:
-    """Print PROFILE's request RSpec (validated), or write it atomically to --out."""
-    xml, topology = _render_checked(profile, param)
+    """Print PROFILE's request RSpec (validated), or write it atomically to --out.
+
+    Parameter warnings are printed on stderr; with --warnings-fatal they refuse the render."""
+    rendered = _render_checked(profile, param, params_file, warnings_fatal)
+    xml, topology = rendered.xml, rendered.topology
     if out is None:
         sys.stdout.buffer.write(xml)
         sys.stdout.flush()
@@ -54,9 +68,16 @@ def render(
 
 
 @app.command()
-def check(profile: ProfileArg, param: ParamOpt = None) -> None:
-    """Render and validate PROFILE; summarise its nodes, links and addresses."""
-    _, t = _render_checked(profile, param)
+def check(
+    profile: ProfileArg,
+    param: ParamOpt = None,
+    params_file: ParamsFileOpt = None,
+    warnings_fatal: WarningsFatalOpt = False,
+) -> None:
+    """Render and validate PROFILE; summarise its nodes, links and addresses.
+
+    Parameter warnings are printed; with --warnings-fatal they fail the check."""
+    t = _render_checked(profile, param, params_file, warnings_fatal).topology
     link_of = {ref: link.client_id for link in t.links for ref in link.interface_refs}
     nodes = Table("node", "type", "hardware", "image", "interfaces", "storage", title="nodes")
     for node in t.nodes:
@@ -64,24 +85,21 @@ def check(profile: ProfileArg, param: ParamOpt = None) -> None:
             f"{i.client_id} {i.ip or '-'}/{_prefix(i.netmask)} on {link_of.get(i.client_id, '-')}"
             for i in node.interfaces
         )
-        storage = "\n".join(
-            f"{b.name} {b.size_gb or '?'}GB {b.mount or ''}{' (remote)' if b.remote else ''}"
-            for b in node.blockstores
-        )
+        storage = "\n".join(_blockstore(b) for b in node.blockstores)
         image = (node.disk_image or "-").rsplit("//", 1)[-1]
         nodes.add_row(
             node.client_id, node.sliver_type, node.hardware_type or "any", image, ifaces, storage
         )
     console.print(nodes)
     if t.links:
-        links = Table("link", "kind", "subnet", "members", "bandwidth", title="links")
+        links = Table("link", "kind", "subnet", "members", "shaping", title="links")
         for link in t.links:
             links.add_row(
                 link.client_id,
                 link.kind,
                 _subnet(t, link.interface_refs),
                 ", ".join(link.interface_refs),
-                f"{link.bandwidth_kbps} kbps" if link.bandwidth_kbps else "unshaped",
+                _shaping(link),
             )
         console.print(links)
     console.print(
@@ -102,6 +120,40 @@ def params(profile: ProfileArg) -> None:
             p.name, p.type, default, p.description + (" [advanced]" if p.advanced else "")
         )
     console.print(table)
+
+
+def _figures(p: LinkProperty) -> str:
+    shown = []
+    if p.capacity_kbps is not None:
+        shown.append(f"{p.capacity_kbps} kbps")
+    if p.latency_ms is not None:
+        shown.append(f"{p.latency_ms:g} ms")
+    if p.packet_loss is not None:
+        shown.append(f"{p.packet_loss:g} loss")
+    return ", ".join(shown)
+
+
+def _shaping(link: Link) -> str:
+    """The link's properties: once when every direction is shaped alike, else per direction."""
+    shaped = [p for p in link.properties if p.shaped]
+    if not shaped:
+        return "unshaped"
+    figures = {_figures(p) for p in shaped}
+    if len(figures) == 1 and len(shaped) == len(link.directions()):
+        return figures.pop()
+    return "\n".join(f"{p.source_id} -> {p.dest_id}: {_figures(p)}" for p in shaped)
+
+
+def _blockstore(b: Blockstore) -> str:
+    if not b.size_gb:
+        # geni-lib writes no size for 0; a local blockstore without one gets all the node's
+        # free space on CloudLab, and a remote one is its dataset's size.
+        size = "dataset's size" if b.remote else "all free space"
+    else:
+        size = f"{b.size_gb:g}GB"
+    where = f" at {b.mount}" if b.mount else ""
+    remote = f" (remote, dataset {b.dataset})" if b.remote else ""
+    return f"{b.name} {size}{where}{remote}"
 
 
 def _prefix(netmask: str | None) -> str:

@@ -8,14 +8,28 @@ Nodes without a ``<login>`` (remote blockstores) are not hosts.
 Two ways to reach the hosts: ``Reach.LOGIN`` (a workstation: the ``<login>`` host and port,
 with the experiment key) and ``Reach.LAN`` (a node of the experiment itself, such as the head
 running the playbooks: every node by its LAN address, as root with the key mesh).
+
+Which ``<login>``: a manifest from the CloudLab portal lists one per project member on every
+node. The user is the one asked for (``user``), else the geni-lib context's user (``user-name``
+of ``~/.bssw/geni/context.json``, made by geni-lib's ``build-context``), else the only user
+the manifest lists; when a node lists several and neither names one, the build is refused.
+
+Groups for a manifest that carries none (a profile that is not ptc's): ``groups`` maps nodes to
+Ansible groups explicitly, replacing what the manifest gives those nodes. Unknown groups and
+nodes are refused by name. The explicit choices (``user``, ``groups``) are kept in the
+inventory directory (``choices.json``) and apply again when the inventory is rebuilt (``ptc
+modify``) until they are given anew.
 """
 
 from __future__ import annotations
 
 import enum
 import ipaddress
+import json
 import re
 import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +37,13 @@ import yaml
 
 from elastic import atomic, paths
 from elastic.errors import InputError
-from elastic.testbed.groups import node_groups
-from elastic.testbed.topology import Node, Topology
+from elastic.testbed.groups import KNOWN_GROUPS, node_groups
+from elastic.testbed.topology import Login, Node, Topology
 
 _TESTBED = re.compile(r"^[a-z][a-z0-9_-]*$")
 LAN_USER = "root"  # the key mesh authorises the experiment key for root on every node
+CHOICES_FILE = "choices.json"  # the user's explicit --user and --group, kept for rebuilds
+_SHOWN_USERS = 8
 
 
 class Reach(enum.Enum):
@@ -35,10 +51,74 @@ class Reach(enum.Enum):
     LAN = "lan"  # from a node of the experiment: LAN addresses, root, the key mesh
 
 
+def geni_context_path() -> Path:
+    """Where geni-lib's ``build-context`` writes the context (geni-lib's default path)."""
+    return Path.home() / ".bssw" / "geni" / "context.json"
+
+
+def context_user(path: Path | None = None) -> str | None:
+    """The user name of a geni-lib context file (format 1 or 2); None if there is none."""
+    path = path or geni_context_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"geni-lib context {str(path)!r} is not readable JSON: {err}") from err
+    name: Any = None
+    if isinstance(data, dict):
+        name = data.get("user-name")
+        users = data.get("users")
+        if name is None and isinstance(users, list) and users and isinstance(users[0], dict):
+            name = users[0].get("username")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"geni-lib context {str(path)!r} names no user ('user-name')")
+    return name
+
+
+def load_groups_file(path: Path) -> dict[str, list[str]]:
+    """A node -> groups mapping from YAML: ``node-0: [slurm_compute, nfs_client]`` (or a
+    comma-separated string)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise InputError(f"groups file {str(path)!r} does not exist") from err
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise InputError(f"groups file {str(path)!r} is not YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise InputError(f"groups file {str(path)!r} must map node names to lists of groups")
+    out: dict[str, list[str]] = {}
+    for node, groups in data.items():
+        if isinstance(groups, str):
+            groups = [g.strip() for g in groups.split(",") if g.strip()]
+        elif groups is None:
+            groups = []
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise InputError(
+                f"groups file {str(path)!r}: node {node!r} must map to a list of group names"
+            )
+        out[str(node)] = groups
+    return out
+
+
 def build_inventory(
-    manifest: Topology, out_dir: Path, key_file: Path, testbed: str, reach: Reach = Reach.LOGIN
+    manifest: Topology,
+    out_dir: Path,
+    key_file: Path,
+    testbed: str,
+    reach: Reach = Reach.LOGIN,
+    *,
+    user: str | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+    context: Path | None = None,
 ) -> Path:
-    """Write the inventory for ``manifest`` into ``out_dir``; return the hosts.yml path."""
+    """Write the inventory for ``manifest`` into ``out_dir``; return the hosts.yml path.
+
+    ``user`` picks that user's ``<login>`` on every node; ``groups`` puts nodes in Ansible
+    groups explicitly (replacing the manifest's for those nodes; an empty list clears a
+    mapping made before); ``context`` is the geni-lib context file whose user is taken when
+    the manifest lists several (default: geni-lib's default path).
+    """
     if not _TESTBED.match(testbed):
         raise InputError(f"testbed name {testbed!r} is invalid (lowercase letters, digits, - _)")
     hosts = [n for n in manifest.nodes if n.login is not None]
@@ -46,6 +126,13 @@ def build_inventory(
         raise InputError("the manifest has no node with a <login> element: nothing to reach by SSH")
     out_dir = out_dir.resolve()
     key_file = key_file.resolve()
+    kept_user, kept_groups = _kept_choices(out_dir)
+    user = user or kept_user
+    mapping = _group_mapping(manifest, hosts, kept_groups, groups or {})
+    if reach is Reach.LOGIN:
+        chosen = _choose_user(hosts, user, context)
+        if chosen is not None:
+            hosts = [_with_login(n, chosen) for n in hosts]
     link_of = {ref: link.client_id for link in manifest.links for ref in link.interface_refs}
     if reach is Reach.LAN:
         unreachable = [n.client_id for n in hosts if not _lan_addresses(n, link_of)]
@@ -55,13 +142,113 @@ def build_inventory(
                 "they cannot be reached from inside the experiment"
             )
 
-    inventory = _inventory(hosts, out_dir, key_file, testbed, link_of, reach)
+    inventory = _inventory(hosts, out_dir, key_file, testbed, link_of, reach, mapping)
     hosts_path = out_dir / "hosts.yml"
     header = f"# Generated by ptc from the experiment's manifest ({testbed}); do not edit.\n"
     atomic.write_text(hosts_path, header + yaml.safe_dump(inventory, sort_keys=False, width=1000))
     atomic.write_text(out_dir / "ssh_config", _ssh_config(hosts, out_dir, key_file, link_of, reach))
     _copy_group_vars(out_dir, testbed)
+    _keep_choices(out_dir, user, mapping)
     return hosts_path
+
+
+def _kept_choices(out_dir: Path) -> tuple[str | None, dict[str, list[str]]]:
+    path = out_dir / CHOICES_FILE
+    if not path.is_file():
+        return None, {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data.get("user"), {str(k): list(v) for k, v in (data.get("groups") or {}).items()}
+
+
+def _keep_choices(out_dir: Path, user: str | None, mapping: dict[str, list[str]]) -> None:
+    path = out_dir / CHOICES_FILE
+    if user is None and not mapping:
+        path.unlink(missing_ok=True)
+        return
+    atomic.write_text(path, json.dumps({"user": user, "groups": mapping}, indent=2) + "\n")
+
+
+def _group_mapping(
+    manifest: Topology,
+    hosts: list[Node],
+    kept: Mapping[str, Sequence[str]],
+    given: Mapping[str, Sequence[str]],
+) -> dict[str, list[str]]:
+    """The explicit node -> groups mapping: the kept one (for nodes still there), then the
+    given one over it; unknown nodes and groups refused by name."""
+    names = [n.client_id for n in manifest.nodes]
+    host_names = {n.client_id for n in hosts}
+    for node in given:
+        if node not in names:
+            raise InputError(
+                f"--group: the manifest has no node {node!r} (nodes: {', '.join(names)})"
+            )
+        if node not in host_names:
+            raise InputError(f"--group: node {node!r} has no <login>: it is not an Ansible host")
+    mapping = {n: list(g) for n, g in kept.items() if n in host_names}
+    for node, groups in given.items():
+        if groups:
+            mapping[node] = list(dict.fromkeys(groups))
+        else:
+            mapping.pop(node, None)
+    for node, groups in mapping.items():
+        unknown = [g for g in groups if g not in KNOWN_GROUPS]
+        if unknown:
+            raise InputError(
+                f"--group: node {node!r} cannot be put in the unknown group "
+                f"{', '.join(map(repr, unknown))} (known groups: {', '.join(KNOWN_GROUPS)})"
+            )
+    return mapping
+
+
+def _users(nodes: Sequence[Node]) -> list[str]:
+    return sorted({lg.username for n in nodes for lg in n.logins})
+
+
+def _shown(users: list[str]) -> str:
+    more = len(users) - _SHOWN_USERS
+    return ", ".join(users[:_SHOWN_USERS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _choose_user(hosts: list[Node], user: str | None, context: Path | None) -> str | None:
+    """The user whose ``<login>`` every host is reached with; None: each node's only one."""
+    if user:
+        missing = [n.client_id for n in hosts if n.login_for(user) is None]
+        if missing:
+            raise InputError(
+                f"user {user!r} has no <login> on node(s) {', '.join(missing)} of the manifest "
+                f"(its users: {_shown(_users(hosts))})"
+            )
+        return user
+    several = [n for n in hosts if len({lg.username for lg in n.logins}) > 1]
+    if not several:
+        return None
+    path = context or geni_context_path()
+    from_context = context_user(path)
+    users = _users(several)
+    if from_context is not None:
+        missing = [n.client_id for n in hosts if n.login_for(from_context) is None]
+        if not missing:
+            return from_context
+        raise InputError(
+            f"the manifest lists logins for {len(users)} users ({_shown(users)}), but none "
+            f"for {from_context!r}, the user of the geni-lib context {str(path)!r}, on node(s) "
+            f"{', '.join(missing)}: name the user with --user"
+        )
+    raise InputError(
+        f"the manifest lists logins for {len(users)} users on node "
+        f"{several[0].client_id!r} ({_shown(users)}), as a manifest from the CloudLab portal "
+        "does for every project member, and ptc cannot tell which is you: name the user with "
+        "--user (e.g. `ptc inventory EXPERIMENT --user USER`), or create a geni-lib context "
+        f"(geni-lib's build-context, at {str(path)!r}) whose user is taken"
+    )
+
+
+def _with_login(node: Node, user: str) -> Node:
+    login = node.login_for(user)
+    assert login is not None  # _choose_user checked every host
+    others: list[Login] = [lg for lg in node.logins if lg is not login]
+    return replace(node, login=login, other_logins=others)
 
 
 def _inventory(
@@ -71,10 +258,12 @@ def _inventory(
     testbed: str,
     link_of: dict[str, str],
     reach: Reach,
+    mapping: Mapping[str, Sequence[str]],
 ) -> dict[str, Any]:
     groups: dict[str, list[str]] = {}
     for node in hosts:
-        for group in node_groups(node):
+        chosen = mapping.get(node.client_id)
+        for group in node_groups(node) if chosen is None else chosen:
             groups.setdefault(group, []).append(node.client_id)
 
     all_vars: dict[str, Any] = {

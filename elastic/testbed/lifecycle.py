@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from elastic import atomic
 from elastic.errors import InputError, NotFoundError, PtcError
@@ -72,21 +73,29 @@ def up(
 
 
 def modify(
-    name: str, params: Mapping[str, str], on_event: OnEvent | None = None
+    name: str,
+    params: Mapping[str, Any],
+    on_event: OnEvent | None = None,
+    *,
+    warnings_fatal: bool = True,
 ) -> tuple[Experiment, Change]:
     """Re-render the experiment's profile with ``params`` over its own; add and remove nodes.
 
-    On failure the experiment keeps its manifest, inventory and parameters, and stays usable."""
+    The profile's parameter warnings refuse the change, or with ``warnings_fatal=False`` are
+    reported as warning events. On failure the experiment keeps its manifest, inventory and
+    parameters, and stays usable."""
     report = Reporter("modify", on_event)
     exp = experiments.load(name)
     if exp.state != "ready":
         raise InputError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
-    target = replace(exp, params=exp.params | dict(params))
+    target = replace(exp, params=render.merge_params(exp.params, params))
     profile = Path(exp.profile)
     if not profile.is_file():
         raise NotFoundError(f"experiment {name!r}: its profile {exp.profile!r} no longer exists")
     report.status(f"render {profile} {' '.join(f'{k}={v}' for k, v in target.params.items())}")
-    rendered = render.render_request(profile, target.params)
+    rendered = render.render_request(profile, target.params, warnings_fatal=warnings_fatal)
+    for warning in rendered.warnings:
+        report.warning(f"profile parameter warning: {warning}")
     request_xml, request = rendered.xml, rendered.topology
     change = changes.plan(rspec.parse_manifest(exp.manifest()), request)
     report.status(f"{name}: {change.describe()}")
@@ -108,9 +117,17 @@ def modify(
     return target, change
 
 
-def write_inventory(exp: Experiment) -> Path:
+def write_inventory(
+    exp: Experiment,
+    *,
+    user: str | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> Path:
+    """The inventory from the manifest; ``user`` and ``groups`` as in ``build_inventory``."""
     manifest = rspec.parse_manifest(exp.manifest())
-    return inventory.build_inventory(manifest, exp.inventory_dir, exp.key_path, exp.testbed)
+    return inventory.build_inventory(
+        manifest, exp.inventory_dir, exp.key_path, exp.testbed, user=user, groups=groups
+    )
 
 
 def down(name: str, on_event: OnEvent | None = None) -> None:

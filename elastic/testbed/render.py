@@ -159,7 +159,7 @@ def _set_path(root: dict[str, Any], parts: list[str | int], value: Any, item: st
                     raise InputError(f"--param {item!r}: {shown} is given twice")
                 node[part] = value
             elif node[part] is _UNSET:
-                node[part] = [] if isinstance(parts[i + 1], int) else {}
+                node[part] = _PathList() if isinstance(parts[i + 1], int) else _PathDict()
             node = node[part]
             continue
         if not isinstance(node, dict):
@@ -169,7 +169,9 @@ def _set_path(root: dict[str, Any], parts: list[str | int], value: Any, item: st
                 raise InputError(f"--param {item!r}: {shown} is given twice")
             node[part] = value
         else:
-            node = node.setdefault(part, [] if isinstance(parts[i + 1], int) else {})
+            node = node.setdefault(
+                part, _PathList() if isinstance(parts[i + 1], int) else _PathDict()
+            )
 
 
 def _show_path(parts: list[str | int]) -> str:
@@ -177,6 +179,14 @@ def _show_path(parts: list[str | int]) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
     return out
+
+
+class _PathDict(dict[str, Any]):
+    """A struct built member by member (``lan.bandwidth=5``): merged into an older value."""
+
+
+class _PathList(list[Any]):
+    """A list built item by item (``nodes[1].name=b``): merged into an older value."""
 
 
 class _Unset:
@@ -201,12 +211,15 @@ def _check_filled(value: Any, path: str) -> None:
             _check_filled(v, f"{path}.{k}")
 
 
-def parse_param_args(values: list[str] | None) -> dict[str, Any]:
-    """``--param`` arguments as parameter values.
+def parse_param_args(
+    values: list[str] | None, base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``--param`` arguments as parameter values, over ``base`` (a parameters file's).
 
     ``NAME=VALUE`` gives a string (the profile converts it); ``NAME:=JSON`` gives a JSON value
     (a list for a multi-value parameter, an object for a struct); a path such as
     ``lan.bandwidth=100`` or ``nodes[1].name=b`` sets one member of a struct or item of a list.
+    List items are given from ``[0]`` on without gaps, unless ``base`` has the items skipped.
     """
     params: dict[str, Any] = {}
     for item in values or []:
@@ -222,9 +235,10 @@ def parse_param_args(values: list[str] | None) -> dict[str, Any]:
             except json.JSONDecodeError as err:
                 raise InputError(f"--param {item!r}: {value!r} is not JSON: {err}") from err
         _set_path(params, _split_path(key, item), parsed, item)
-    for name, value in params.items():
+    merged = merge_params(base or {}, params)
+    for name, value in merged.items():
         _check_filled(value, name)
-    return params
+    return merged
 
 
 def load_params_file(path: Path) -> dict[str, Any]:
@@ -246,25 +260,34 @@ def load_params_file(path: Path) -> dict[str, Any]:
 
 
 def merge_params(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """``overrides`` (from --param) on top of ``base`` (from a file), member by member."""
+    """``overrides`` on top of ``base``: the values of a parameters file, or a running
+    experiment's, under those of ``--param``.
+
+    A value given whole (``NAME=VALUE``, ``NAME:=JSON``, a file's) replaces the old one; a
+    struct or list given member by member (``lan.bandwidth=5``, ``nodes[1].name=b``) changes
+    only those members of the old value.
+    """
     out = dict(base)
     for name, value in overrides.items():
-        old = out.get(name)
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
-            out[name] = merge_params(old, value)
-        elif isinstance(old, list) and isinstance(value, list):
-            merged = list(old)
-            for i, v in enumerate(value):
-                if i < len(merged) and isinstance(merged[i], Mapping) and isinstance(v, Mapping):
-                    merged[i] = merge_params(merged[i], v)
-                elif i < len(merged):
-                    merged[i] = v
-                else:
-                    merged.append(v)
-            out[name] = merged
-        else:
-            out[name] = value
+        out[name] = _merge(out.get(name), value)
     return out
+
+
+def _merge(old: Any, value: Any) -> Any:
+    if isinstance(value, _PathDict) and isinstance(old, Mapping):
+        merged = _PathDict(old)
+        for key, member in value.items():
+            merged[key] = _merge(old.get(key), member)
+        return merged
+    if isinstance(value, _PathList) and isinstance(old, list):
+        items = _PathList(old)
+        for i, item in enumerate(value):
+            if i >= len(items):
+                items.append(item)
+            elif item is not _UNSET:  # an item --param skipped keeps the old one
+                items[i] = _merge(items[i], item)
+        return items
+    return value
 
 
 def to_bindings(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -404,10 +427,17 @@ def _portal_error(profile: Path, run: RenderRun, params: Mapping[str, Any]) -> P
         shown = ", ".join(f"{n}={params[n]!r}" if n in params else n for n in names)
         kind = "warning" if err.get("errorType") == "ParameterWarning" else "error"
         lines.append(f"  {shown}: {err.get('message', '(no message)')} ({kind})")
-    return InputError(
+    message = (
         f"profile {profile.name!r} rejected its parameters "
         f"({run.status - _PORTAL_ERROR_BASE} error(s)):\n" + "\n".join(lines)
     )
+    if errors and all(e.get("errorType") == "ParameterWarning" for e in errors):
+        message += (
+            "\nparameter warnings are fatal here, as when the portal first instantiates a "
+            "profile; change the parameters (`ptc profile check` shows the warnings without "
+            "failing)"
+        )
+    return InputError(message)
 
 
 def _portal_errors(stderr: str) -> list[dict[str, Any]] | None:

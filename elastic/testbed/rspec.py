@@ -195,6 +195,7 @@ def _parse_services(el: etree._Element, node: Node, prefer_user: str | None) -> 
             )
     chosen = [lg for lg in logins if lg.username == prefer_user] or logins
     node.login = chosen[0] if chosen else None
+    node.other_logins = [lg for lg in logins if lg is not node.login]
 
 
 def _parse_link(el: etree._Element) -> Link:
@@ -468,14 +469,14 @@ def _write_node(root: etree._Element, node: Node) -> None:
             bel.set("size", f"{bs.size_gb:g}GB")
         _set_opt(bel, "dataset", bs.dataset)
         bel.set("placement", "any")
-    if node.login or node.execute or node.install:
+    if node.logins or node.execute or node.install:
         svc = etree.SubElement(el, f"{_G}services")
-        if node.login:
+        for login in node.logins:
             lg = etree.SubElement(svc, f"{_G}login")
             lg.set("authentication", "ssh-keys")
-            lg.set("hostname", node.login.hostname)
-            lg.set("port", str(node.login.port))
-            lg.set("username", node.login.username)
+            lg.set("hostname", login.hostname)
+            lg.set("port", str(login.port))
+            lg.set("username", login.username)
         for ins in node.install:
             iel = etree.SubElement(svc, f"{_G}install")
             iel.set("url", ins.url)

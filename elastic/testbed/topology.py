@@ -64,9 +64,19 @@ class Node:
     component_id: str | None = None
     sliver_id: str | None = None
     login: Login | None = None
+    # The manifest's other <login>s: a portal manifest lists one per project member.
+    other_logins: list[Login] = field(default_factory=list)
     # Portal extensions the request asks of the node: "vnc", "root-keys",
     # "ansible-role:NAME" (a Docker container shows as sliver_type "emulab-docker").
     features: list[str] = field(default_factory=list)
+
+    @property
+    def logins(self) -> list[Login]:
+        """Every <login> of the node, the one ptc uses first."""
+        return ([self.login] if self.login else []) + self.other_logins
+
+    def login_for(self, user: str) -> Login | None:
+        return next((lg for lg in self.logins if lg.username == user), None)
 
 
 @dataclass(frozen=True)

@@ -12,4 +12,6 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # render logs and experiment state must not land in the developer's real PTC_HOME.
     home = tmp_path / "ptc-home"
     monkeypatch.setenv("PTC_HOME", str(home))
+    # nor may a geni-lib context of the developer's (~/.bssw/geni/context.json) choose users
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
     return home

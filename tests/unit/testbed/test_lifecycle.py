@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from elastic import atomic
-from elastic.errors import PtcError
+from elastic.errors import InputError, PtcError
+from elastic.events import Event, Kind, collect
 from elastic.testbed import experiment as experiments
 from elastic.testbed import lifecycle, rspec
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.render import render_profile
+from elastic.testbed.render import render_profile, render_request, to_bindings
 from elastic.testbed.topology import Login, Topology
 
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "tests" / "single_node.py"
@@ -155,3 +160,109 @@ def test_modify_of_an_experiment_that_is_not_ready_is_refused() -> None:
     exp.save()
     with pytest.raises(PtcError, match="is creating, not ready"):
         lifecycle.modify("busy", {"computeNodeCount": "2"})
+
+
+# --- parameter warnings, struct parameters and the CLI's parameter options ------------------
+
+PORTAL_PARAMS = PROFILE.parent / "portal_params.py"
+SLOW = {"nodes": [{"name": "alpha"}, {"name": "beta"}], "lan": {"bandwidth": 5}}
+
+
+class ManifestBackend(GrowingBackend):
+    """Creates and modifies by returning the request as the manifest."""
+
+    def create(self, exp: Experiment, request: Topology) -> bytes:
+        return self.modify(exp, request, Change([], []))
+
+
+def running_with(name: str, profile: Path, params: dict[str, Any]) -> Experiment:
+    """A ready experiment as `ptc up` leaves it, made even if the profile warns."""
+    exp = Experiment(name, "local", str(profile), params, state="ready")
+    exp.dir.mkdir(parents=True)
+    exp.save()
+    request_xml = render_request(profile, params, warnings_fatal=False).xml
+    atomic.write_bytes(exp.request_path, request_xml)
+    atomic.write_bytes(
+        exp.manifest_path,
+        ManifestBackend(False).create(exp, rspec.parse_request(request_xml)),
+    )
+    lifecycle.write_inventory(exp)
+    return exp
+
+
+def test_up_makes_parameter_warnings_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: ManifestBackend(False))
+    with pytest.raises(InputError) as info:
+        lifecycle.up(PORTAL_PARAMS, SLOW, "warned")
+    assert "lan.bandwidth" in str(info.value) and "very slow" in str(info.value)
+    assert "fatal here, as when the portal first instantiates" in str(info.value)
+    assert not experiments.exists("warned")
+
+
+def test_modify_reports_warnings_or_refuses_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = running_with("slow", PORTAL_PARAMS, SLOW)
+    before = snapshot(exp)
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: ManifestBackend(False))
+    more = {"nodes": [*SLOW["nodes"], {"name": "gamma"}]}
+    with pytest.raises(InputError, match=r"lan\.bandwidth.*very slow"):
+        lifecycle.modify("slow", more, warnings_fatal=True)
+    assert snapshot(exp) == before
+
+    events: list[Event] = []
+    exp, change = lifecycle.modify("slow", more, collect(events), warnings_fatal=False)
+    assert [n.client_id for n in change.added] == ["gamma"]
+    warnings = [e.message for e in events if e.kind is Kind.WARNING]
+    assert warnings == [
+        "profile parameter warning: lan.bandwidth: a LAN under 10 Mbit/s is very slow"
+    ]
+    # the struct the change did not mention is kept
+    assert experiments.load("slow").params["lan"] == {"bandwidth": 5}
+
+
+def _cli() -> typer.Typer:
+    from elastic.cli import experiment as experiment_cli
+
+    app = typer.Typer()
+    experiment_cli.register(app)
+    return app
+
+
+def test_cli_up_and_modify_take_a_params_file_and_members(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: ManifestBackend(False))
+    runner = CliRunner()
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps(to_bindings({"nodes": [{"name": "x"}, {"name": "y"}]})))
+    args = ["up", str(PORTAL_PARAMS), "--name", "ptfile", "--params-file", str(params)]
+    result = runner.invoke(_cli(), args)
+    assert result.exit_code == 0, result.output
+    manifest = rspec.parse_manifest(experiments.load("ptfile").manifest())
+    assert [n.client_id for n in manifest.nodes] == ["x", "y"]
+
+    # one item more, by its member path over the experiment's own list
+    result = runner.invoke(_cli(), ["modify", "ptfile", "-p", "nodes[2].name=z"])
+    assert result.exit_code == 0, result.output
+    manifest = rspec.parse_manifest(experiments.load("ptfile").manifest())
+    assert [n.client_id for n in manifest.nodes] == ["x", "y", "z"]
+
+
+def test_cli_up_refuses_warnings_and_modify_only_with_the_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: ManifestBackend(False))
+    runner = CliRunner()
+    result = runner.invoke(
+        _cli(), ["up", str(PORTAL_PARAMS), "--name", "ptwarn", "-p", "lan.bandwidth=5"]
+    )
+    assert isinstance(result.exception, InputError) and "very slow" in str(result.exception)
+
+    running_with("ptslow", PORTAL_PARAMS, SLOW)
+    grow = ["modify", "ptslow", "-p", "nodes[2].name=gamma"]
+    result = runner.invoke(_cli(), [*grow, "--warnings-fatal"])
+    assert isinstance(result.exception, InputError) and "very slow" in str(result.exception)
+    result = runner.invoke(_cli(), grow)
+    assert result.exit_code == 0, result.output
+    assert "lan.bandwidth: a LAN under 10 Mbit/s is very slow" in " ".join(result.stderr.split()), (
+        result.stderr
+    )
