@@ -24,7 +24,7 @@ from elastic import atomic, paths
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
 from elastic.testbed import rspec
-from elastic.testbed.backends.local import DOMAIN, etc_hosts, image, network, podman
+from elastic.testbed.backends.local import DOMAIN, etc_hosts, features, image, network, podman
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 from elastic.testbed.topology import Login, Node, Topology
@@ -68,6 +68,7 @@ class LocalBackend:
             )
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
+        features.check(request, self.report)  # refuse what cannot be built, before building
         ref = image.ensure(on_event=self.on_event)
         wires = network.plan(request)
         try:
@@ -100,6 +101,7 @@ class LocalBackend:
         The added nodes must come up completely (SSH, Execute services) before anything on the
         running nodes is touched; if they do not, they are removed again and the experiment is
         as it was."""
+        features.check(request, self.report, {n.client_id for n in change.added}, links=False)
         current = rspec.parse_manifest(exp.manifest())
         # Bridges are named by the manifest's link order; keep it.
         links = {lk.client_id: lk for lk in request.links}
