@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from testbed_support import SLURM_PROFILE, TEST_PROFILES
 
 from elastic.errors import PtcError
 from elastic.testbed import change, rspec
-from elastic.testbed.render import render_profile
+from elastic.testbed.render import render_profile, render_request
 from elastic.testbed.topology import Topology
 
 
@@ -42,8 +44,66 @@ def test_changing_a_running_node_is_refused_and_named() -> None:
 
 
 def test_changing_link_bandwidth_is_refused_and_named() -> None:
-    with pytest.raises(PtcError, match=r"link 'lan' would change bandwidth"):
+    with pytest.raises(
+        PtcError,
+        match=r"link 'lan' would change \(shaping head:if1 -> lan: unshaped -> 100000 kbps\)",
+    ):
         change.plan(render(), render(lanBandwidth="100000"))
+
+
+def shaped(**params: object) -> Topology:
+    return render_request(TEST_PROFILES / "shaped_pair.py", params).topology
+
+
+def test_changing_latency_of_one_direction_is_refused_and_named() -> None:
+    # shaped_pair: towards a:if0 50000 kbps and 20 ms; the other way 20000 kbps, 5 ms, 1 % loss
+    with pytest.raises(PtcError) as info:
+        change.plan(shaped(), shaped(latency=30))
+    assert "link 'shaped' would change (shaping b:if0 -> a:if0: 50000 kbps, 20 ms -> " in str(
+        info.value
+    )
+    assert "30 ms" in str(info.value)
+    with pytest.raises(
+        PtcError, match=r"shaping a:if0 -> shaped: 50000 kbps, 20 ms -> 50000 kbps, 1 ms\)"
+    ):
+        change.plan(shaped(lan=True), shaped(lan=True, latency=1))
+    assert change.plan(shaped(lan=True), shaped(lan=True)).empty
+
+
+def test_loss_and_link_extensions_are_compared() -> None:
+    old, new = shaped(), shaped()
+    new.links[0].properties = [
+        replace(p, packet_loss=None) if p.packet_loss else p for p in new.links[0].properties
+    ]
+    with pytest.raises(
+        PtcError, match=r"a:if0 -> b:if0: 20000 kbps, 5 ms, loss 0.01 -> 20000 kbps, 5 ms\)"
+    ):
+        change.plan(old, new)
+    new = shaped()
+    new.links[0].features.append("jumbo-frames")
+    with pytest.raises(
+        PtcError, match=r"link 'shaped' would change \(extensions none -> jumbo-frames"
+    ):
+        change.plan(old, new)
+
+
+def test_shaping_of_added_and_removed_members_is_theirs() -> None:
+    # Growing a shaped LAN adds the new member's properties; that is no change of the others'.
+    grown = change.plan(
+        render(lanBandwidth="100000"), render(lanBandwidth="100000", computeNodeCount="3")
+    )
+    assert [n.client_id for n in grown.added] == ["node-2"]
+    shrunk = change.plan(
+        render(lanBandwidth="100000", computeNodeCount="3"), render(lanBandwidth="100000")
+    )
+    assert [n.client_id for n in shrunk.removed] == ["node-2"]
+
+
+def test_a_node_extension_change_is_refused() -> None:
+    old, new = render(), render()
+    new.node("node-0").features.append("vnc")
+    with pytest.raises(PtcError, match=r"node 'node-0' would change \(extensions none -> vnc"):
+        change.plan(old, new)
 
 
 def test_a_different_set_of_lans_is_refused() -> None:
