@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from elastic import atomic
@@ -19,7 +20,7 @@ from elastic.cli.options import (
     parse_params,
     print_warnings,
 )
-from elastic.testbed.render import Rendered, profile_parameters, render_request
+from elastic.testbed.render import ProfileParameter, Rendered, profile_parameters, render_request
 from elastic.testbed.topology import Blockstore, Link, LinkProperty, Topology
 
 app = typer.Typer(no_args_is_help=True)
@@ -112,13 +113,19 @@ def check(
 def params(profile: ProfileArg) -> None:
     """List PROFILE's parameters with their types and defaults."""
     table = Table("name", "type", "default", "description")
-    for p in profile_parameters(profile):
+
+    def add(p: ProfileParameter, name: str) -> None:
         default = repr(p.default) if p.default == "" else str(p.default)
         if p.legal_values:
             default += f"  (one of: {', '.join(map(str, p.legal_values))})"
-        table.add_row(
-            p.name, p.type, default, p.description + (" [advanced]" if p.advanced else "")
-        )
+        kind = f"list of {p.type}" if p.multi_value else p.type
+        advanced = " \\[advanced]" if p.advanced else ""
+        table.add_row(escape(name), kind, escape(default), escape(p.description) + advanced)
+        for member in p.members or []:
+            add(member, f"{name}[i].{member.name}" if p.multi_value else f"{name}.{member.name}")
+
+    for p in profile_parameters(profile):
+        add(p, p.name)
     console.print(table)
 
 

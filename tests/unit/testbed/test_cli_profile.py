@@ -303,3 +303,14 @@ def test_members_merge_and_whole_values_replace() -> None:
     assert parse_param_args(["nodes[2].name=d"], old)["nodes"][2] == {"name": "d"}
     with pytest.raises(InputError, match=r"nodes\[2\] is missing"):
         parse_param_args(["nodes[3].name=d"], old)
+
+
+def test_params_lists_struct_members_and_lists() -> None:
+    result = runner.invoke(app, ["params", str(PORTAL_PARAMS)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
+    assert "list of struct" in rows["nodes"]
+    assert "one of: any, m400, c220g5, d430" in rows["nodes[i].hardware"]
+    assert "bandwidth" in rows["lan.bandwidth"]
+    assert "list of string" in rows["tags"]
+    assert "[advanced]" in rows["image"]
