@@ -246,6 +246,13 @@ def test_cli_up_and_modify_take_a_params_file_and_members(
     manifest = rspec.parse_manifest(experiments.load("ptfile").manifest())
     assert [n.client_id for n in manifest.nodes] == ["x", "y", "z"]
 
+    # a file in the portal's form replaces the list whole: back to one node
+    params.write_text(json.dumps(to_bindings({"nodes": [{"name": "x"}]})))
+    result = runner.invoke(_cli(), ["modify", "ptfile", "--params-file", str(params)])
+    assert result.exit_code == 0, result.output
+    manifest = rspec.parse_manifest(experiments.load("ptfile").manifest())
+    assert [n.client_id for n in manifest.nodes] == ["x"]
+
 
 def test_cli_up_refuses_warnings_and_modify_only_with_the_flag(
     monkeypatch: pytest.MonkeyPatch,
