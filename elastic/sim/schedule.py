@@ -33,9 +33,13 @@ aggregated per end time, so the shadow time and ``extra`` cost one walk over dis
 times, ties included by construction. Free nodes are kept as sorted intervals, so a job's
 lowest-numbered free nodes are the first intervals, not one heap operation per node. Queued
 jobs sit in arrival order in two arrays (size, estimate) that a backfill scan reads in
-vectorised chunks. After a pass nothing in the window can start, and an arrival changes
-nothing for the jobs already queued (free nodes, shadow and ``extra`` stay, time only moves
-towards the shadow), so an arrival only tests itself.
+vectorised chunks. Jobs of the same size and estimate (a *kind*) are startable together or
+not at all, so the scan can instead ask every kind that fits for its earliest queued job,
+one vectorised read over kinds rather than over the queue; with the whole trace queued at
+t = 0 (batch arrival) that is what keeps a pass from reading thousands of jobs. Both ways
+find the same job (tests force each). After a pass nothing in the window can start, and an
+arrival changes nothing for the jobs already queued (free nodes, shadow and ``extra`` stay,
+time only moves towards the shadow), so an arrival only tests itself.
 """
 
 from __future__ import annotations
@@ -103,6 +107,7 @@ def simulate(
     n_nodes: int,
     *,
     bf_max_job_test: int | None = None,
+    _scan: str = "auto",
 ) -> Schedule:
     n = int(submit.shape[0])
     _validate(submit, runtime, requested, nodes, n_nodes, bf_max_job_test)
@@ -111,7 +116,7 @@ def simulate(
     nodes = np.asarray(nodes, dtype=np.int64)
     estimate = np.maximum(np.asarray(requested, dtype=np.float64), runtime)
     order = np.argsort(submit, kind="stable")
-    sim = _Sim(submit[order], runtime[order], estimate[order], nodes[order], n_nodes)
+    sim = _Sim(submit[order], runtime[order], estimate[order], nodes[order], n_nodes, _scan)
     sim.run(n if bf_max_job_test is None else bf_max_job_test)
     start = np.empty(n)
     start[order] = sim.start
@@ -169,8 +174,10 @@ class _Sim:
         estimate: NDArray[np.float64],
         nodes: NDArray[np.int64],
         n_nodes: int,
+        scan: str = "auto",
     ) -> None:
         self.n = int(arrival.shape[0])
+        self.scan = scan  # "auto"; tests force "queue" or "kinds" to check both against each other
         self.arrival = arrival.tolist()
         self.runtime = runtime.tolist()
         self.estimate = estimate.tolist()
@@ -178,7 +185,6 @@ class _Sim:
         self.q_size = np.full(self.n, _GONE, dtype=np.int64)  # size while queued
         self.is_queued = [False] * self.n
         self.q_est = estimate
-        self.nodes_np = nodes
         self.start = np.full(self.n, np.nan)
         self.allocation: list[list[tuple[int, int]]] = [[] for _ in range(self.n)]
         self.free_iv: list[tuple[int, int]] = [(0, n_nodes)]  # sorted, disjoint, merged
@@ -197,6 +203,32 @@ class _Sim:
         self.shadow = 0.0
         self.extra = 0
         self.reserved = False  # shadow/extra hold for the current head and free nodes
+        self._index_kinds(nodes, estimate, n_nodes)
+
+    def _index_kinds(
+        self, nodes: NDArray[np.int64], estimate: NDArray[np.float64], n_nodes: int
+    ) -> None:
+        """Jobs of one *kind* (same size, same estimate) are all startable or none is, so the
+        earliest queued job of each kind is all a backfill scan needs to look at. Kinds are
+        sorted by size, so the kinds that fit in F free nodes are the first ``fit[F]``."""
+        by_kind = np.lexsort((estimate, nodes))  # stable: positions ascend within a kind
+        k_nodes, k_est = nodes[by_kind], estimate[by_kind]
+        new = np.ones(self.n, dtype=bool)
+        new[1:] = (k_nodes[1:] != k_nodes[:-1]) | (k_est[1:] != k_est[:-1])
+        first_slot = np.flatnonzero(new)
+        kind_sorted = np.cumsum(new) - 1
+        kind = np.empty(self.n, dtype=np.int64)
+        kind[by_kind] = kind_sorted
+        slot = np.empty(self.n, dtype=np.int64)
+        slot[by_kind] = np.arange(self.n, dtype=np.int64)
+        self.kind = kind.tolist()
+        self.slot = slot.tolist()  # where a position sits in kind order
+        self.by_kind = by_kind.tolist()
+        self.kind_end = [*first_slot[1:].tolist(), self.n]  # past the last slot of a kind
+        self.k_size = k_nodes[first_slot]
+        self.k_est = k_est[first_slot]
+        self.k_first = np.full(first_slot.shape[0], self.n, dtype=np.int64)  # n: none queued
+        self.fit = np.searchsorted(self.k_size, np.arange(n_nodes + 1), side="right").tolist()
 
     def run(self, max_test: int) -> None:
         arrival, completions = self.arrival, self.completions
@@ -225,6 +257,9 @@ class _Sim:
         if self.count_by_size[size] == 0:
             heapq.heappush(self.sizes_queued, size)
         self.count_by_size[size] += 1
+        kind = self.kind[p]
+        if self.k_first[kind] == self.n:
+            self.k_first[kind] = p
 
     def _smallest_queued(self) -> int:
         heap, count = self.sizes_queued, self.count_by_size
@@ -263,9 +298,21 @@ class _Sim:
         size = self.size[p]
         self.free -= size
         self.q_size[p] = _GONE
-        self.is_queued[p] = False
+        is_queued = self.is_queued
+        is_queued[p] = False
         self.queued -= 1
         self.count_by_size[size] -= 1
+        kind = self.kind[p]
+        if self.k_first[kind] == p:  # the next queued job of this kind, if it has arrived
+            by_kind, arrived, nxt = self.by_kind, self.arrived, self.n
+            for i in range(self.slot[p] + 1, self.kind_end[kind]):
+                q = by_kind[i]
+                if q >= arrived:
+                    break
+                if is_queued[q]:
+                    nxt = q
+                    break
+            self.k_first[kind] = nxt
         now = self.now
         self.start[p] = now
         end = now + self.estimate[p]
@@ -311,23 +358,40 @@ class _Sim:
         raise AssertionError("head job larger than the partition")  # excluded by _validate
 
     def _scan_all(self, lo: int) -> None:
-        """Backfill from position ``lo`` on, the earliest startable job first."""
-        q_size, q_est = self.q_size, self.q_est
-        hi, chunk, now, shadow = self.arrived, _FIRST_CHUNK, self.now, self.shadow
+        """Backfill behind the head, the earliest startable job first, until none can start.
+
+        Each start only lowers ``free`` and ``extra``, so a job passed over stays unstartable
+        for the rest of the pass. The next job is found either by reading the queue from
+        ``lo`` on or by asking each kind that fits for its earliest queued job, whichever
+        has fewer entries to read; both give the same job."""
+        q_size, q_est, estimate, size = self.q_size, self.q_est, self.estimate, self.size
+        k_first, k_est, fit = self.k_first, self.k_est, self.fit
+        hi, chunk, now, shadow, none = self.arrived, _FIRST_CHUNK, self.now, self.shadow, self.n
         while lo < hi and self.free > 0:
-            if self._smallest_queued() > self.free:
+            free, extra = self.free, self.extra
+            if self._smallest_queued() > free:
                 return
-            top = min(hi, lo + chunk)
-            sizes = q_size[lo:top]
-            ok = (sizes <= self.free) & ((now + q_est[lo:top] <= shadow) | (sizes <= self.extra))
-            i = int(ok.argmax())
-            if not ok[i]:
-                lo, chunk = top, chunk * 4
-                continue
-            p = lo + i
+            kinds = fit[free]
+            if self.scan == "kinds" or (self.scan == "auto" and kinds < hi - lo):
+                sure = fit[min(extra, free)] if extra > 0 else 0  # fit now and spare at shadow
+                p = int(k_first[:sure].min()) if sure else none
+                if sure < kinds:
+                    early = now + k_est[sure:kinds] <= shadow
+                    p = min(p, int(np.where(early, k_first[sure:kinds], none).min()))
+                if p == none:
+                    return
+            else:
+                top = min(hi, lo + chunk)
+                sizes = q_size[lo:top]
+                ok = (sizes <= free) & ((now + q_est[lo:top] <= shadow) | (sizes <= extra))
+                i = int(ok.argmax())
+                if not ok[i]:
+                    lo, chunk = top, chunk * 4
+                    continue
+                p = lo + i
             self._launch(p)
-            if now + self.estimate[p] > shadow:
-                self.extra -= self.size[p]
+            if now + estimate[p] > shadow:
+                self.extra -= size[p]
             lo = p + 1
 
     def _scan_window(self, head: int, max_test: int) -> None:

@@ -2,6 +2,14 @@
 
 Snapshots are processed in chunks of (S_chunk, N) arrays, so memory stays bounded by the
 chunk plus the results themselves (two float64 per policy x GP x snapshot).
+
+Wasted cycles are counted by ``wasted_by_job``, the simulator's form of
+``elastic.policies.wasted_batch``: the same per-job terms, (elapsed + GP) x node count for each
+distinct preempted job with at least GP left, but gathered once per policy for every GP from
+per-job arrays and summed per snapshot in ascending job order. Sums of the same terms in
+another order can differ in the last bit, so the two agree exactly when the terms are whole
+numbers (every trace ptc ships: times in whole seconds) and to rounding otherwise
+(``tests/unit/sim/test_sim_sweep.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +26,6 @@ from elastic.policies import (
     build_batch,
     make_policy,
     select_batch,
-    wasted_batch,
 )
 from elastic.sim.schedule import Schedule
 from elastic.sim.snapshots import node_jobs, snapshot_times
@@ -31,6 +38,9 @@ PAPER_GRACE_PERIODS: tuple[float, ...] = (
     1800.0,
     *(3600.0 * h for h in range(1, 7)),
 )
+
+
+HIGH_PRIORITY_ABOVE = 1.0  # jobs above this priority make up the high-priority part of WC
 
 
 @dataclass(frozen=True)
@@ -92,13 +102,16 @@ def run_sweep(
         times=times,
         idle=np.zeros(n_snap, dtype=np.int64),
         wc=np.empty(shape),
-        wc_high=np.empty(shape),
+        wc_high=np.zeros(shape),  # untouched pages cost nothing when no job is high-priority
     )
     if config.keep_selections:
         result.selections = {
             name: np.empty((n_snap, config.preempt), dtype=np.int16) for name in names
         }
     chunks = range(0, n_snap, config.chunk)
+    node_count = schedule.nodes.astype(np.float64)
+    is_high = np.asarray(priority) > HIGH_PRIORITY_ABOVE
+    any_high = bool(is_high.any())
     report = Reporter("sweep", on_event)
     report.begin(f"{n_snap:,} snapshots", total=len(chunks), snapshots=n_snap)
     for done, lo in enumerate(chunks, start=1):
@@ -108,13 +121,55 @@ def run_sweep(
             times[lo:hi], grid, schedule.start, schedule.end, schedule.nodes, priority
         )
         result.idle[lo:hi] = (grid < 0).sum(axis=1)
+        offsets = np.arange(hi - lo, dtype=np.int64)[:, None] * schedule.n_nodes
         for p, policy in enumerate(policies):
             chosen = select_batch(policy.evaluate_batch(batch), config.preempt)
-            total, high = wasted_batch(batch, chosen, result.grace_periods)
+            jobs = grid.ravel()[chosen + offsets]
+            total, high = wasted_by_job(
+                times[lo:hi], jobs, schedule, node_count, is_high, result.grace_periods
+            )
             result.wc[p, :, lo:hi] = total
-            result.wc_high[p, :, lo:hi] = high
+            if any_high:
+                result.wc_high[p, :, lo:hi] = high
             if config.keep_selections:
                 result.selections[policy.name][lo:hi] = np.sort(chosen, axis=1)
         report.progress(done, len(chunks))
     report.end(f"{n_snap:,} snapshots x {len(names)} policies x {len(config.grace_periods)} GPs")
     return result
+
+
+def wasted_by_job(
+    times: NDArray[np.float64],
+    jobs: NDArray[np.int64],
+    schedule: Schedule,
+    node_count: NDArray[np.float64],
+    is_high: NDArray[np.bool_],
+    grace_periods: tuple[float, ...],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """WC of preempting the nodes running ``jobs`` (S, P; -1 idle) at ``times``, for every GP:
+    (total, high-priority part), each (GPs, S). A job counts once however many of its nodes
+    are taken; its terms are summed per snapshot in ascending job order."""
+    n_snap, n_gp = int(jobs.shape[0]), len(grace_periods)
+    if jobs.shape[1] == 0:
+        return np.zeros((n_gp, n_snap)), np.zeros((n_gp, n_snap))
+    ordered = np.sort(jobs, axis=1)
+    keep = ordered >= 0
+    keep[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]  # a parallel job is lost once
+    flat = np.flatnonzero(keep)
+    rows = flat // jobs.shape[1]
+    job = ordered.ravel()[flat]
+    t = times[rows]
+    elapsed = t - schedule.start[job]
+    remaining = schedule.end[job] - t
+    size = node_count[job]
+    high = is_high[job]
+    any_high = bool(high.any())
+    rows_high = rows[high]
+    total = np.empty((n_gp, n_snap))
+    high_part = np.zeros((n_gp, n_snap))
+    for g, gp in enumerate(grace_periods):
+        lost = np.where(remaining >= gp, (elapsed + gp) * size, 0.0)
+        total[g] = np.bincount(rows, weights=lost, minlength=n_snap)
+        if any_high:
+            high_part[g] = np.bincount(rows_high, weights=lost[high], minlength=n_snap)
+    return total, high_part

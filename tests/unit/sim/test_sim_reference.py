@@ -127,7 +127,9 @@ def reference_schedule(jobs: list[Job], n_nodes: int, max_test: int | None) -> R
     return Result(start=starts, nodes=allocation)
 
 
-def fast_schedule(jobs: list[Job], n_nodes: int, max_test: int | None) -> Schedule:
+def fast_schedule(
+    jobs: list[Job], n_nodes: int, max_test: int | None, scan: str = "auto"
+) -> Schedule:
     return simulate(
         np.asarray([j.submit for j in jobs], dtype=np.float64),
         np.asarray([j.runtime for j in jobs], dtype=np.float64),
@@ -135,15 +137,22 @@ def fast_schedule(jobs: list[Job], n_nodes: int, max_test: int | None) -> Schedu
         np.asarray([j.nodes for j in jobs], dtype=np.int64),
         n_nodes,
         bf_max_job_test=max_test,
+        _scan=scan,
     )
 
 
 def assert_same(jobs: list[Job], n_nodes: int, max_test: int | None) -> Result:
+    """The fast scheduler gives the reference's start times and nodes, whichever way its
+    backfill scan finds the next job (reading the queue, or asking each kind of job)."""
     expected = reference_schedule(jobs, n_nodes, max_test)
-    fast = fast_schedule(jobs, n_nodes, max_test)
-    assert fast.start.tolist() == expected.start
-    assert [fast.nodes_of(j).tolist() for j in range(len(jobs))] == expected.nodes
+    for scan in SCANS:
+        fast = fast_schedule(jobs, n_nodes, max_test, scan)
+        assert fast.start.tolist() == expected.start, scan
+        assert [fast.nodes_of(j).tolist() for j in range(len(jobs))] == expected.nodes, scan
     return expected
+
+
+SCANS = ("auto", "queue", "kinds")
 
 
 SUBMITS = st.one_of(st.sampled_from([0, 0, 0, 10, 50]), st.integers(0, 200))
@@ -166,6 +175,38 @@ def traces(draw: st.DrawFn, batch: bool = False) -> tuple[list[Job], int]:
 
 
 MAX_TESTS = st.sampled_from([1, 2, 3, 4, None])
+
+
+@st.composite
+def long_queues(draw: st.DrawFn) -> tuple[list[Job], int]:
+    """Hundreds of jobs of a few kinds (size, request) on up to 12 nodes, mostly at t = 0:
+    queues long enough that the scan reads many entries and kinds repeat."""
+    n_nodes = draw(st.integers(2, 12))
+    kinds = draw(
+        st.lists(st.tuples(st.integers(1, n_nodes), st.integers(1, 50)), min_size=1, max_size=6)
+    )
+    count = draw(st.integers(50, 300))
+    jobs = []
+    for _ in range(count):
+        size, requested = draw(st.sampled_from(kinds))
+        jobs.append(
+            Job(
+                submit=float(draw(st.sampled_from([0, 0, 0, 5, 20]))),
+                runtime=float(draw(st.integers(0, requested))),
+                requested=float(requested),
+                nodes=size,
+            )
+        )
+    return jobs, n_nodes
+
+
+@given(case=long_queues(), max_test=st.sampled_from([7, None]))
+@settings(max_examples=40, deadline=None)
+def test_fast_matches_reference_on_long_queues(
+    case: tuple[list[Job], int], max_test: int | None
+) -> None:
+    jobs, n_nodes = case
+    assert_same(jobs, n_nodes, max_test)
 
 
 @given(case=traces(), max_test=MAX_TESTS)
