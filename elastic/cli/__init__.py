@@ -21,6 +21,7 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so `ptc --help` lists everything while each module stays independent.
     from elastic.cli import bench, cluster, demo, elastic, experiment, image, learn, profile, sim
+    from elastic.cli import config as config_cli
 
     experiment.register(app)
     cluster.register(app)
@@ -31,6 +32,7 @@ def _register() -> None:
     app.add_typer(learn.app, name="learn", help="Active learning over performance datasets.")
     demo.register(app)
     elastic.register(app)
+    app.add_typer(config_cli.app, name="config", help="The configuration server (etcd).")
 
 
 def main() -> None:

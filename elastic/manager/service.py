@@ -13,6 +13,8 @@ Configuration (YAML)::
       - {name: node-0, cpus: 4, memory_mb: 8192, features: [x86_64]}
     partitions:                  # created at start if missing; token files made
       - {name: slurm, endpoint: "http://10.10.1.1:8701"}
+    store:                       # optional: the state in the configuration server, not `state`
+      {kind: etcd, key: /ptc/manager/state, user: manager, credentials: /etc/ptc/etcd}
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from elastic.errors import InputError
 from elastic.events import to_logger
 from elastic.manager.auth import Principal, Tokens
 from elastic.manager.core import Manager, ManagerConfig
-from elastic.manager.store import JsonFileStore
+from elastic.manager.store import JsonFileStore, Store
 
 log = logging.getLogger("ptc.elastic.manager")
 
@@ -46,6 +48,7 @@ class ServiceConfig:
     tick_interval: float = 1.0
     pool: tuple[dict[str, Any], ...] = ()
     partitions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    store: dict[str, Any] | None = None  # elastic.configserver.store.from_config
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
@@ -69,6 +72,8 @@ class ServiceConfig:
             ):
                 raise InputError(f"{path}: {key}: expected a list of mappings with a name")
             raw[key] = tuple(items)
+        if not isinstance(raw.get("store", {}), dict):
+            raise InputError(f"{path}: store: expected a mapping")
         for key in ("state", "tokens"):
             if key in raw:
                 raw[key] = Path(raw[key])
@@ -84,9 +89,18 @@ def check_listen(address: str, where: str = "listen") -> None:
         raise InputError(f"{where}: {address} listens everywhere; give the LAN address")
 
 
+def open_store(config: ServiceConfig) -> Store:
+    """The state file, or the configuration server when ``store:`` is set."""
+    if config.store is None:
+        return JsonFileStore(config.state)
+    from elastic.configserver.store import from_config
+
+    return from_config(config.store)
+
+
 def build_manager(config: ServiceConfig) -> Manager:
     manager = Manager(
-        JsonFileStore(config.state),
+        open_store(config),
         Tokens(config.tokens),
         config=ManagerConfig(notify_interval=config.notify_interval, max_pv_age=config.max_pv_age),
         on_event=to_logger(log),
@@ -110,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=Path, default=Path("/etc/ptc-elastic/manager.yml"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # NotifyDeletePending's requests
     config = ServiceConfig.load(args.config)
     import uvicorn
 

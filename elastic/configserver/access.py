@@ -1,0 +1,200 @@
+"""Reaching an experiment's configuration server: its members, credentials and endpoints.
+
+From a workstation, the credentials are the controller's PKI directory the etcd role wrote
+(``inventory/pki/etcd`` in the experiment directory) and the members are the inventory's
+``config_server`` hosts. Their LAN addresses are not reachable from outside the experiment (a
+namespace locally, a private LAN on CloudLab), so :func:`open_experiment` carries the client
+ports over one SSH connection to a node, with local forwards, and checks each member's
+certificate under the member's own name. On a node, :func:`open_node` reads
+``/etc/ptc/etcd`` and talks to the members' LAN addresses directly.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from elastic.configserver.client import Credentials, Endpoint, EtcdClient
+from elastic.errors import InputError, NotFoundError, PtcError
+from elastic.testbed import experiment as experiments
+from elastic.testbed.experiment import Experiment
+
+GROUP = "config_server"
+CLIENT_PORT = 2379
+NODE_CLIENT_DIR = Path("/etc/ptc/etcd")
+TUNNEL_WAIT_S = 20.0
+
+
+@dataclass(frozen=True)
+class MemberAddress:
+    name: str
+    address: str  # its LAN address
+    port: int = CLIENT_PORT
+
+
+def pki_dir(exp: Experiment) -> Path:
+    """Where the etcd role keeps the cluster's CA, keys and passwords (on this machine)."""
+    return exp.inventory_dir / "pki" / "etcd"
+
+
+def _inventory(exp: Experiment) -> dict[str, Any]:
+    if not exp.inventory_path.is_file():
+        raise NotFoundError(
+            f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
+        )
+    data = yaml.safe_load(exp.inventory_path.read_text()) or {}
+    return dict(data.get("all", {}))
+
+
+def members_of(exp: Experiment) -> list[MemberAddress]:
+    """The configuration server's members, in inventory order."""
+    inv = _inventory(exp)
+    hosts = inv.get("hosts", {}) or {}
+    group = ((inv.get("children", {}) or {}).get(GROUP, {}) or {}).get("hosts", {}) or {}
+    if not group:
+        raise NotFoundError(
+            f"experiment {exp.name!r} has no {GROUP} hosts: its profile runs no configuration server"
+        )
+    out = []
+    for name in group:
+        address = (hosts.get(name) or {}).get("ptc_lan_address")
+        if not address:
+            raise PtcError(f"experiment {exp.name!r}: member {name} has no LAN address")
+        out.append(MemberAddress(name, str(address)))
+    return out
+
+
+def select_members(known: Sequence[MemberAddress], names: Sequence[str]) -> list[MemberAddress]:
+    """``names`` among ``known``, or a NotFoundError naming the unknown ones."""
+    if not names:
+        return list(known)
+    by_name = {m.name: m for m in known}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise NotFoundError(
+            f"--member: {', '.join(unknown)} is not a member of the configuration server "
+            f"(members: {', '.join(by_name)})"
+        )
+    return [by_name[n] for n in names]
+
+
+def ssh_hosts(exp: Experiment) -> list[str]:
+    """Every inventory host, the members first: the tunnel goes through the first that answers."""
+    inv = _inventory(exp)
+    members = [m.name for m in members_of(exp)]
+    return members + [h for h in (inv.get("hosts", {}) or {}) if h not in members]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Tunnel:
+    """``ssh -N -L`` through one node, forwarding a local port to each member's client port."""
+
+    def __init__(self, ssh_config: Path, via: str, members: Sequence[MemberAddress]) -> None:
+        self.via = via
+        self.ports = {m.name: _free_port() for m in members}
+        forwards: list[str] = []
+        for m in members:
+            forwards += ["-L", f"127.0.0.1:{self.ports[m.name]}:{m.address}:{m.port}"]
+        self.proc = subprocess.Popen(
+            ["ssh", "-F", str(ssh_config), "-N", "-o", "BatchMode=yes",
+             "-o", "ExitOnForwardFailure=yes", "-o", "ConnectTimeout=10",
+             "-o", "ServerAliveInterval=5", *forwards, via],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+
+    def wait(self, timeout: float = TUNNEL_WAIT_S) -> None:
+        deadline = time.monotonic() + timeout
+        port = next(iter(self.ports.values()))
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise PtcError(f"ssh to {self.via} ended: {err.strip() or 'no message'}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.close()
+        raise PtcError(f"ssh to {self.via}: the forwards were not up within {timeout:.0f} s")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+
+
+def credentials_for(exp: Experiment, user: str) -> Credentials:
+    pki = pki_dir(exp)
+    if not (pki / "ca.crt").is_file():
+        raise NotFoundError(
+            f"experiment {exp.name!r}: no configuration-server CA in {pki} "
+            f"(deploy it first: `ptc deploy {exp.name}`)"
+        )
+    return Credentials.from_pki(pki, user)
+
+
+@contextmanager
+def open_experiment(
+    name: str, user: str = "root", members: Sequence[str] = (), timeout: float = 5.0
+) -> Iterator[EtcdClient]:
+    """A client for experiment ``name``'s configuration server, as etcd user ``user``."""
+    exp = experiments.load(name)
+    chosen = select_members(members_of(exp), members)
+    creds = credentials_for(exp, user)
+    errors: list[str] = []
+    for via in ssh_hosts(exp):
+        tunnel = Tunnel(exp.ssh_config_path, via, chosen)
+        try:
+            tunnel.wait()
+        except PtcError as err:
+            errors.append(str(err))
+            tunnel.close()
+            continue
+        endpoints = [
+            Endpoint(f"https://127.0.0.1:{tunnel.ports[m.name]}", m.name, m.name) for m in chosen
+        ]
+        client = EtcdClient(endpoints, creds, timeout=timeout)
+        try:
+            yield client
+        finally:
+            client.close()
+            tunnel.close()
+        return
+    raise PtcError(f"experiment {name!r}: no node could carry the connection: {'; '.join(errors)}")
+
+
+def node_endpoints(directory: Path = NODE_CLIENT_DIR) -> list[Endpoint]:
+    path = directory / "endpoints"
+    if not path.is_file():
+        raise NotFoundError(f"{path} does not exist: this node is no configuration-server client")
+    endpoints = []
+    for line in path.read_text().split():
+        host = line.split("//", 1)[-1].rsplit(":", 1)[0]
+        endpoints.append(Endpoint(line, host, host))
+    if not endpoints:
+        raise InputError(f"{path}: no endpoint listed")
+    return endpoints
+
+
+def open_node(user: str, directory: Path = NODE_CLIENT_DIR, timeout: float = 5.0) -> EtcdClient:
+    """A client on a node of the cluster, with the credentials the etcd role installed."""
+    return EtcdClient(node_endpoints(directory), Credentials.from_dir(directory, user), timeout)
