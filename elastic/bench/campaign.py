@@ -35,6 +35,7 @@ from elastic.paths import REPO_ROOT
 HPGMG_PREFIX = "/opt/ptc/hpgmg/a93ff2376fbc"
 HPCC_PREFIX = "/opt/ptc/bench/hpcc"
 OUTPUT_LIMIT = 200_000  # bytes of a run's output read back
+SETTLE_S = 30.0  # how long a finished job's step usage may take to reach sacct
 
 
 class Target(Protocol):
@@ -123,6 +124,9 @@ def job_script(campaign: Campaign, runs: Sequence[Run], *, array: bool) -> str:
         f"#SBATCH --cpus-per-task={threads}",
         f"#SBATCH --time={campaign.time_limit}",
         "#SBATCH --output=slurm-%A_%a.out" if array else "#SBATCH --output=slurm-%j.out",
+        # Sample usage every second: with Slurm's default (30 s), runs shorter than that
+        # report a MaxRSS of 0.
+        "#SBATCH --acctg-freq=task=1",
     ]
     if campaign.partition:
         lines.append(f"#SBATCH --partition={campaign.partition}")
@@ -145,7 +149,12 @@ def job_script(campaign: Campaign, runs: Sequence[Run], *, array: bool) -> str:
         '  echo "cpu_cores=$(nproc --all)"',
         "  echo \"mem_total_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)\"",
         '  echo "kernel=$(uname -r)"',
-        "  echo \"slurm_conf_sha256=$(sha256sum /etc/slurm/slurm.conf 2>/dev/null | cut -d' ' -f1)\"",
+        # slurm.conf: /etc/slurm, or slurmd's cache of it on configless nodes.
+        '  for conf in "${SLURM_CONF:-}" /etc/slurm/slurm.conf /run/slurm/conf/slurm.conf; do',
+        '    if [ -n "$conf" ] && [ -r "$conf" ]; then',
+        '      echo "slurm_conf_sha256=$(sha256sum "$conf" | cut -d\' \' -f1)"; break',
+        "    fi",
+        "  done",
         "} > facts.txt",
         f"if [ -r {info} ]; then cp {info} buildinfo.json; fi" if info else ":",
         f"export OMP_NUM_THREADS={threads}",
@@ -220,7 +229,7 @@ def make_row(
     batch: Batch,
     index: int,
     acct: Mapping[str, str],
-    max_rss: str | None,
+    usage: slurm_job.StepUsage | None,
     files: Mapping[str, str],
     provenance: Mapping[str, str],
     attempt: int,
@@ -232,6 +241,7 @@ def make_row(
     except json.JSONDecodeError:
         build = {}
     start, end = _float(meta.get("start")), _float(meta.get("end"))
+    _, command = run_command(run, campaign)
     runtime = end - start if start is not None and end is not None else None
     row: dict[str, Any] = {
         "campaign": campaign.name,
@@ -251,8 +261,12 @@ def make_row(
         "state": acct.get("State", "UNKNOWN"),
         "exit_code": acct.get("ExitCode", ""),
         "elapsed_s": _float(acct.get("ElapsedRaw")),
-        "total_cpu_s": slurm_job.parse_duration_s(acct.get("TotalCPU", "")),
-        "max_rss_bytes": slurm_job.parse_size_bytes(max_rss or acct.get("MaxRSS", "")),
+        "total_cpu_s": usage.total_cpu_s
+        if usage is not None and usage.total_cpu_s is not None
+        else slurm_job.parse_duration_s(acct.get("TotalCPU", "")),
+        "max_rss_bytes": slurm_job.parse_size_bytes(
+            (usage.max_rss if usage is not None else None) or acct.get("MaxRSS", "")
+        ),
         "alloc_cpus": int(acct["AllocCPUS"]) if acct.get("AllocCPUS", "").isdigit() else None,
         "nodelist": acct.get("NodeList", ""),
         "consumed_energy_j": _float(acct.get("ConsumedEnergyRaw")),
@@ -269,6 +283,7 @@ def make_row(
         "slurm_conf_sha256": facts.get("slurm_conf_sha256", ""),
         "benchmark_commit": str(build.get("hpgmg_commit", "")),
         "benchmark_cflags": str(build.get("cflags", "")),
+        "command": f"{campaign.launcher} {command}",
         "petsc_version": str(build.get("petsc_version", "")),
         **provenance,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -481,19 +496,28 @@ def _collect(
     }
     tally = result.tally
     deadline = time.monotonic() + timeout_s
+    ended_at: dict[tuple[Batch, int], float] = {}
     missing_total = tally.total - tally.skipped
     while waiting:
         if time.monotonic() > deadline:
             raise PtcError(f"campaign {campaign.name}: {len(waiting)} runs still not finished")
         acct = slurm_job.sacct(remote, sorted({b.job_id for b, _ in waiting}))
-        ended = [(key, acct[jid]) for key, jid in waiting.items()
-                 if jid in acct and acct[jid]["State"] in slurm_job.TERMINAL]  # fmt: skip
+        finished = [(key, acct[jid]) for key, jid in waiting.items()
+                    if jid in acct and acct[jid]["State"] in slurm_job.TERMINAL]  # fmt: skip
         running = sum(
             1 for jid in waiting.values() if acct.get(jid, {}).get("State") in slurm_job.RUNNING
         )
+        usage = slurm_job.sacct_steps(remote, [waiting[k] for k, _ in finished])
+        # A job's usage reaches sacct shortly after its end: wait for it (a while at most).
+        ended = []
+        now = time.monotonic()
+        for key, line in finished:
+            first_seen = ended_at.setdefault(key, now)
+            never_started = line.get("Start", "") in ("", "None", "Unknown")
+            step = usage.get(waiting[key])
+            if never_started or (step is not None and step.settled) or now - first_seen > SETTLE_S:
+                ended.append((key, line))
         rows = []
-        if ended:
-            rss = slurm_job.sacct_steps_maxrss(remote, [waiting[k] for k, _ in ended])
         for (batch, index), line in ended:
             run = by_id[batch.run_ids[index]]
             try:
@@ -502,7 +526,7 @@ def _collect(
                 files = {"err.txt": str(err)}
             attempts[run.run_id] = attempts.get(run.run_id, 0) + 1
             row = make_row(run, campaign, target, batch, index, line,
-                           rss.get(waiting[(batch, index)]), files, provenance,
+                           usage.get(waiting[(batch, index)]), files, provenance,
                            attempts[run.run_id])  # fmt: skip
             rows.append(row)
             del waiting[(batch, index)]

@@ -80,6 +80,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "ptc_commit": ("git commit of ptc that ran the campaign", ""),
     "benchmark_commit": ("commit of the benchmark's source (BUILDINFO.json)", ""),
     "benchmark_cflags": ("C flags of the benchmark build", ""),
+    "command": ("the command the job ran: launcher, benchmark and its flags", ""),
     "petsc_version": ("PETSc version HPGMG-FE was built against", ""),
     "slurm_conf_sha256": ("sha256 of /etc/slurm/slurm.conf on the first node", ""),
     "collected_at": ("when ptc recorded the row", "ISO 8601"),

@@ -133,20 +133,49 @@ def sacct(remote: Remote, job_ids: Iterable[str]) -> dict[str, dict[str, str]]:
     return parse_sacct(out)
 
 
-def sacct_steps_maxrss(remote: Remote, job_ids: Iterable[str]) -> dict[str, str]:
-    """The largest MaxRSS over each job's steps (sacct reports it per step, not per allocation)."""
+@dataclass(frozen=True)
+class StepUsage:
+    """What sacct knows of a job's steps: whether all ended, their CPU time and largest RSS."""
+
+    settled: bool  # the batch step is recorded and every step has ended
+    total_cpu_s: float | None
+    max_rss: str | None
+
+
+def sacct_steps(remote: Remote, job_ids: Iterable[str]) -> dict[str, StepUsage]:
+    """Per job (``123`` or ``123_4``): usage summed over its steps.
+
+    slurmdbd records a job's end before its steps' usage, so the allocation line can read
+    TotalCPU 0 for a moment after the job ended; a job is ``settled`` once its batch step is
+    recorded and every step has ended.
+    """
     ids = ",".join(job_ids)
     if not ids:
         return {}
-    out = remote.run(f"sacct -n -P -j {ids} -o JobID,MaxRSS")
-    best: dict[str, tuple[float, str]] = {}
+    out = remote.run(f"sacct -n -P -j {ids} -o JobID,State,TotalCPU,MaxRSS")
+    steps: dict[str, list[tuple[str, str, str, str]]] = {}
     for line in out.splitlines():
-        job, _, rss = line.partition("|")
-        base = job.split(".")[0]
-        value = parse_size_bytes(rss)
-        if value is not None and value >= best.get(base, (-1.0, ""))[0]:
-            best[base] = (value, rss)
-    return {job: rss for job, (_, rss) in best.items()}
+        parts = line.split("|")
+        if len(parts) != 4:
+            continue
+        job, sep, step = parts[0].partition(".")
+        if sep:
+            state = parts[1].split()[0] if parts[1] else ""
+            steps.setdefault(job, []).append((step, state, parts[2], parts[3]))
+    usage: dict[str, StepUsage] = {}
+    for job, items in steps.items():
+        settled = any(step == "batch" for step, *_ in items) and all(
+            state in TERMINAL for _, state, _, _ in items
+        )
+        cpu = [parse_duration_s(t) for _, _, t, _ in items]
+        rss = [(parse_size_bytes(r), r) for _, _, _, r in items]
+        known = [(v, r) for v, r in rss if v is not None]
+        usage[job] = StepUsage(
+            settled,
+            sum(c for c in cpu if c is not None) if any(c is not None for c in cpu) else None,
+            max(known)[1] if known else None,
+        )
+    return usage
 
 
 def parse_size_bytes(text: str) -> float | None:

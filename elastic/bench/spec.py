@@ -120,14 +120,18 @@ SCHEMA: dict[str, Any] = {
                         "properties": {
                             "log2_box_dim": {
                                 "type": "array",
-                                "items": {"type": "integer", "minimum": 2, "maximum": 9},
+                                "items": {"type": "integer", "minimum": 4, "maximum": 9},
                                 "minItems": 1,
                             },
                             "boxes_per_rank": _levels_int,
                             **_shape,
                         },
                     },
-                    "options": {"type": "object", "additionalProperties": False},
+                    "options": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"min_time": {"type": "number", "minimum": 0}},
+                    },
                 }
             },
         },

@@ -225,8 +225,12 @@ def learn(
             order=step,
         )
         report.status(
-            f"step {step}: {rule.label} picks {_describe(config)} "
-            f"(predicted {predicted:.3g}s, sd {sd_pick:.3g}) as {run.run_id}"
+            f"step {step}: AMSD {amsd:.4g}, cost {spent:.1f}/{budget_core_s:g} core-s; "
+            f"{rule.label} picks {_describe(config)} "
+            f"(predicted {predicted:.3g}s, sd {sd_pick:.3g}) as {run.run_id}",
+            step=step,
+            amsd=amsd,
+            spent_core_s=spent,
         )
         done = campaigns.run(
             target, campaign, out, on_event,

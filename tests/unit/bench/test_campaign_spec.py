@@ -59,3 +59,43 @@ def test_fe_sample_lines_are_parsed() -> None:
     row = hpgmg.parse_fe(text)
     assert row["global_dofs"] == 17**3 and row["samples"] == 2
     assert row["solve_time_s"] == pytest.approx(0.02)
+
+
+def test_step_usage_waits_for_the_batch_step_and_sums_cpu() -> None:
+    from elastic.bench import slurm_job
+
+    class Head:
+        def run(self, command: str, stdin: str | None = None, timeout: float = 300) -> str:
+            assert "-o JobID,State,TotalCPU,MaxRSS" in command
+            return (
+                "19_0|COMPLETED|00:01.261|\n"
+                "19_0.batch|COMPLETED|00:00.033|4224K\n"
+                "19_0.0|COMPLETED|00:01.228|7140K\n"
+                "20_1|COMPLETED|00:00.121|\n"
+                "20_1.0|RUNNING|00:00.092|0\n"
+            )
+
+    usage = slurm_job.sacct_steps(Head(), ["19_0", "20_1"])  # type: ignore[arg-type]
+    assert usage["19_0"].settled and usage["19_0"].max_rss == "7140K"
+    assert usage["19_0"].total_cpu_s == pytest.approx(1.261)
+    assert not usage["20_1"].settled  # no batch step yet, and a step still running
+
+
+def test_fv_min_time_option_reaches_every_rank() -> None:
+    plan = spec.parse(
+        {
+            "name": "fv",
+            "benchmark": "hpgmg-fv",
+            "factors": {"log2_box_dim": [4], "boxes_per_rank": [2], "nodes": [2]},
+            "options": {"min_time": 0.5},
+        }
+    )
+    (run,) = plan.runs()
+    _, command = campaign.run_command(run, plan)
+    assert command.endswith("bin/hpgmg-fv 4 2") and command.startswith("env HPGMG_MIN_TIME=0.5 ")
+    with pytest.raises(InputError, match=r"factors\.log2_box_dim\[0\]"):
+        spec.parse({**plan_doc_fv(), "factors": {"log2_box_dim": [3], "boxes_per_rank": [1]}})
+
+
+def plan_doc_fv() -> dict[str, object]:
+    return {"name": "fv", "benchmark": "hpgmg-fv"}
