@@ -19,6 +19,7 @@ from elastic.cli import render
 from elastic.errors import InputError
 from elastic.policies import POLICY_NAMES
 from elastic.sim import plots
+from elastic.sim.cluster import ClusterSpec, run_on
 from elastic.sim.heatmap import HEATMAP
 from elastic.sim.results import SAMPLES, SUMMARY, read_result, summarize, write_summary
 from elastic.sim.run import RUN_INFO, RunSpec
@@ -27,6 +28,7 @@ from elastic.sim.sweep import PAPER_GRACE_PERIODS, SweepConfig
 from elastic.sim.traces import FilterStep, processor_mismatch, trace_stats
 from elastic.sim.traces.filters import DAY_S
 from elastic.sim.workload import WorkloadSpec, prepare
+from elastic.testbed import experiment as experiments
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
@@ -119,6 +121,30 @@ def run_cmd(
     swf_processors: SwfProcessors = "requested",
     plots_enabled: Annotated[bool, typer.Option("--plots/--no-plots")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    on: Annotated[
+        str | None,
+        typer.Option(
+            "--on",
+            help="Run the sweep as a Slurm job array on this ptc experiment's cluster; "
+            "the pieces are merged here.",
+        ),
+    ] = None,
+    tasks: Annotated[
+        int | None,
+        typer.Option("--tasks", help="With --on: array tasks (default: one per policy)."),
+    ] = None,
+    cluster_user: Annotated[
+        str, typer.Option("--cluster-user", help="With --on: the user the jobs run as.")
+    ] = "ptc",
+    partition: Annotated[
+        str | None, typer.Option("--partition", help="With --on: Slurm partition.")
+    ] = None,
+    mem_mb: Annotated[
+        int | None, typer.Option("--mem-mb", help="With --on: memory per task, MiB.")
+    ] = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="With --on: keep the run directory on the cluster.")
+    ] = False,
 ) -> None:
     """Simulate TRACE, evaluate every policy x grace period, write samples, summary and plots."""
     workload = WorkloadSpec(
@@ -141,7 +167,11 @@ def run_cmd(
     )
     spec = RunSpec(workload, nodes, arrival, bf_max_job_test, sweep, plots_enabled)
     with render.progress(console if progress else Console(force_terminal=False)) as on_event:
-        result = sim_run(spec, out, on_event)
+        if on is None:
+            result = sim_run(spec, out, on_event)
+        else:
+            cluster = ClusterSpec(tasks, cluster_user, partition, mem_mb=mem_mb, keep=keep)
+            result = run_on(experiments.load(on), spec, out, cluster, on_event)
     console.print(f"{result.jobs:,} jobs, {result.high_priority_jobs:,} of them high-priority")
     _print_summary(result.summary, result.title)
     for path in result.written:

@@ -3,10 +3,12 @@
 ``run(spec, out)`` is what ``ptc sim run`` does, callable from Python with no terminal: it
 returns a :class:`RunResult` and reports progress through ``on_event`` (topics ``sim`` for the
 stages and ``sweep`` for the snapshot chunks). The CLI, the benchmark scripts and the cluster
-mode all go through it.
+mode (``elastic.sim.cluster``, which runs the sweep as a Slurm job array and hands the merged
+sweep to ``finish``) all go through it.
 
 Files written (atomically): ``samples.parquet``, ``summary.csv``, ``pv_heatmap.parquet``,
-``run.json`` and, unless ``spec.plots`` is off, the figures.
+``run.json`` and, unless ``spec.plots`` is off, the figures. Plotting (matplotlib) is imported
+only to draw, so the sweep tasks on cluster nodes need numpy, pandas and pyarrow alone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +24,6 @@ import pandas as pd
 from elastic.atomic import replacing, write_json
 from elastic.errors import InputError
 from elastic.events import OnEvent, Reporter
-from elastic.sim import plots
 from elastic.sim.heatmap import HEATMAP, HeatmapSpec, pv_heatmap
 from elastic.sim.results import SAMPLES, SUMMARY, summarize, write_samples, write_summary
 from elastic.sim.schedule import Schedule, simulate
@@ -120,14 +122,29 @@ def run(spec: RunSpec, out: Path, on_event: OnEvent | None = None) -> RunResult:
     report = Reporter("sim", on_event)
     began = time.perf_counter()
     sim = schedule_workload(spec, on_event)
-    workload = sim.workload
     swept = time.perf_counter()
-    result = run_sweep(sim.schedule, workload.priority, spec.sweep, on_event=on_event)
+    result = run_sweep(sim.schedule, sim.workload.priority, spec.sweep, on_event=on_event)
     sweep_s = time.perf_counter() - swept
     report.status(
         f"{result.samples:,} snapshots x {len(result.policies)} policies x "
         f"{len(result.grace_periods)} grace periods evaluated in {sweep_s:.2f} s"
     )
+    return finish(spec, out, sim, result, sweep_s, began, on_event)
+
+
+def finish(
+    spec: RunSpec,
+    out: Path,
+    sim: Simulated,
+    result: SweepResult,
+    sweep_s: float,
+    began: float,
+    on_event: OnEvent | None = None,
+    extra_info: dict[str, object] | None = None,
+) -> RunResult:
+    """Write a finished sweep's files to ``out`` (``began``: perf_counter at the start)."""
+    report = Reporter("sim", on_event)
+    workload = sim.workload
     out.mkdir(parents=True, exist_ok=True)
     stage = time.perf_counter()
     write_samples(result, out / SAMPLES)
@@ -139,9 +156,12 @@ def run(spec: RunSpec, out: Path, on_event: OnEvent | None = None) -> RunResult:
         heat.to_parquet(tmp)
     high = int((workload.priority > 1.0).sum())
     elapsed = time.perf_counter() - began
-    write_json(out / RUN_INFO, _run_info(spec, sim, result, high, elapsed))
+    info = _run_info(spec, sim, result, high, elapsed) | (extra_info or {})
+    write_json(out / RUN_INFO, info)
     written = [out / SAMPLES, out / SUMMARY]
     if spec.plots:
+        from elastic.sim import plots  # matplotlib: only where figures are drawn
+
         stage = time.perf_counter()
         written += plots.write_all(result, out, spec.title, heat)
         report.status(f"drew plots in {time.perf_counter() - stage:.1f} s")
@@ -197,3 +217,18 @@ def spec_dict(spec: RunSpec) -> dict[str, object]:
     data = asdict(spec)
     data["workload"]["path"] = str(spec.workload.path)
     return data
+
+
+def spec_from_dict(data: dict[str, Any]) -> RunSpec:
+    """The inverse of ``spec_dict``; a field that is missing or unknown is an InputError."""
+    try:
+        workload = dict(data["workload"])
+        workload["path"] = Path(workload["path"])
+        workload["priority_rules"] = tuple(workload.get("priority_rules", ()))
+        sweep = dict(data["sweep"])
+        sweep["policies"] = tuple(sweep["policies"])
+        sweep["grace_periods"] = tuple(float(g) for g in sweep["grace_periods"])
+        rest = {k: v for k, v in data.items() if k not in ("workload", "sweep")}
+        return RunSpec(WorkloadSpec(**workload), sweep=SweepConfig(**sweep), **rest)
+    except (KeyError, TypeError) as err:
+        raise InputError(f"run spec: {err}") from None

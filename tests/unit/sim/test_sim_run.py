@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +33,9 @@ ROWS = [
 ]
 
 
-def swf(tmp_path: Path, rows: list[tuple[int, ...]] = ROWS) -> Path:
+def swf(tmp_path: Path, rows: Sequence[tuple[int, ...]] = ROWS) -> Path:
     lines = ["; Version: 2.2"]
-    for job, submit, wait, runtime, alloc, req, req_time in rows * 3:
+    for job, submit, wait, runtime, alloc, req, req_time in list(rows) * 3:
         lines.append(
             f"{job} {submit} {wait} {runtime} {alloc} -1 -1 {req} {req_time} -1 1 1 1 -1 1 -1 -1 -1"
         )
