@@ -1,13 +1,18 @@
-"""`ptc elastic`: the elastic manager from the command line (status, reclaim, acquire, release,
-events), over HTTP.
+"""`ptc elastic`: the elastic manager of an experiment from the command line (status, reclaim,
+acquire, release, events).
 
-For now each command takes ``--url`` and ``--token-file`` (or PTC_ELASTIC_URL and
-PTC_ELASTIC_TOKEN_FILE); finding them from the experiment NAME is wired separately
-(:func:`connect` is the one place to do it).
+``ptc elastic status NAME`` finds the manager in the experiment (the first ``config_server``
+host), reads the token it needs over SSH and talks to the manager through an SSH forward
+(:mod:`elastic.manager.remote`): the admin token for status, events and reclaim, the
+partition's own token for the reference client's acquire and release. ``--url`` with
+``--token-file`` (or PTC_ELASTIC_URL and PTC_ELASTIC_TOKEN_FILE) talk to a manager directly
+instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from elastic.errors import InputError
+from elastic.errors import InputError, PtcError
 from elastic.manager.client import ManagerClient, ReferenceClient, read_token
 
 app = typer.Typer(no_args_is_help=True)
@@ -26,27 +31,53 @@ err_console = Console(stderr=True)
 Name = Annotated[str | None, typer.Argument(help="experiment name")]
 Url = Annotated[
     str | None,
-    typer.Option("--url", envvar="PTC_ELASTIC_URL", help="the manager, http://ADDRESS:PORT"),
+    typer.Option(
+        "--url", envvar="PTC_ELASTIC_URL", help="talk to this manager, http://ADDRESS:PORT"
+    ),
 ]
 TokenFile = Annotated[
     Path | None,
     typer.Option(
         "--token-file",
         envvar="PTC_ELASTIC_TOKEN_FILE",
-        help="file holding the admin's or a partition's token",
+        help="with --url: file holding the admin's or a partition's token",
     ),
 ]
 
 
-def connect(name: str | None, url: str | None, token_file: Path | None) -> ManagerClient:
-    """The manager of experiment ``name``; until experiments record it, --url/--token-file."""
-    if url is None:
-        raise InputError(
-            "--url: missing (the elastic manager's address, e.g. http://10.10.1.1:8700)"
-        )
-    if token_file is None:
-        raise InputError("--token-file: missing (the admin token or the partition's token)")
-    return ManagerClient(url, read_token(token_file))
+@contextlib.contextmanager
+def connect(
+    name: str | None, url: str | None, token_file: Path | None, partition: str | None = None
+) -> Iterator[ManagerClient]:
+    """The manager of experiment ``name`` (as the admin, or as ``partition``), or the one at
+    ``url`` with the token in ``token_file``."""
+    if url is not None:
+        if token_file is None:
+            raise InputError("--token-file: missing (the admin token or the partition's token)")
+        yield ManagerClient(url, read_token(token_file))
+        return
+    if name is None:
+        raise InputError("NAME: missing (the experiment), or give --url and --token-file")
+    from elastic.manager.remote import open_manager
+    from elastic.testbed import experiment as experiments
+
+    exp = experiments.load(name)
+    with open_manager(exp.inventory_path, exp.ssh_config_path, partition) as client:
+        yield client
+
+
+def _slurm_states(name: str | None, url: str | None) -> dict[str, str]:
+    if url is not None or name is None:
+        return {}
+    from elastic.manager.remote import slurm_states
+    from elastic.testbed import experiment as experiments
+
+    exp = experiments.load(name)
+    try:
+        return slurm_states(exp.inventory_path, exp.ssh_config_path)
+    except PtcError as err:
+        err_console.print(f"[yellow]Slurm states unavailable: {err}[/]")
+        return {}
 
 
 def _when(t: float) -> str:
@@ -55,16 +86,20 @@ def _when(t: float) -> str:
 
 @app.command("status")
 def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> None:
-    """The pool, each node's owner, the partitions with their last PV, pending reclamations."""
-    st = connect(name, url, token_file).status()
+    """The pool, each node's owner and Slurm state, the partitions with their last PV (and
+    its age), and pending reclamations."""
+    with connect(name, url, token_file) as manager:
+        st = manager.status()
+    slurm = _slurm_states(name, url)
     nodes = Table(title="pool")
-    for column in ("node", "owner", "state", "cpus", "memory MB", "features"):
+    for column in ("node", "owner", "state", "Slurm", "cpus", "memory MB", "features"):
         nodes.add_column(column)
     for n in st["nodes"]:
         nodes.add_row(
             n["name"],
             n["owner"] or "-",
             n["state"],
+            slurm.get(n["name"], "-"),
             str(n["cpus"]),
             str(n["memory_mb"]),
             ",".join(n["features"]),
@@ -113,7 +148,8 @@ def reclaim(
     token_file: TokenFile = None,
 ) -> None:
     """Host-driven downscaling: take COUNT nodes from PARTITION after GRACE seconds (admin)."""
-    rec = connect(name, url, token_file).reclaim(partition, count, grace)
+    with connect(name, url, token_file) as manager:
+        rec = manager.reclaim(partition, count, grace)
     console.print(
         f"reclamation {rec['id']}: {', '.join(rec['chosen'])} of {partition} "
         f"({rec['policy'] or 'no'} policy), deadline {_when(rec['deadline'])} UTC"
@@ -137,8 +173,10 @@ def acquire(
     token_file: TokenFile = None,
 ) -> None:
     """The reference client: acquire COUNT nodes for PARTITION."""
-    client = ReferenceClient(connect(name, url, token_file), partition)
-    got = client.acquire(count, grace=grace, features=feature or (), wait=wait)
+    with connect(name, url, token_file, partition) as manager:
+        got = ReferenceClient(manager, partition).acquire(
+            count, grace=grace, features=feature or (), wait=wait
+        )
     console.print(f"{partition}: got {', '.join(got.added) or 'no node'} from the pool")
     if got.reclamations:
         console.print(f"reclaiming for {partition}: {', '.join(got.reclamations)}")
@@ -156,7 +194,8 @@ def release(
     token_file: TokenFile = None,
 ) -> None:
     """The reference client: give NODES back to the pool."""
-    released = ReferenceClient(connect(name, url, token_file), partition).release(nodes)
+    with connect(name, url, token_file, partition) as manager:
+        released = ReferenceClient(manager, partition).release(nodes)
     console.print(f"{partition}: released {', '.join(released)}")
 
 
@@ -193,7 +232,9 @@ def events(
     for column in ("#", "time", "kind", "what"):
         table.add_column(column)
     total = 0.0
-    for e in connect(name, url, token_file).events(since):
+    with connect(name, url, token_file) as manager:
+        log = manager.events(since)
+    for e in log:
         table.add_row(str(e["seq"]), _when(e["time"]), e["kind"], _describe(e))
         if e["kind"] == "reclamation-finished":
             total += float(e["data"]["wasted_cycles"])

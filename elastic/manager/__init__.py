@@ -31,14 +31,18 @@ append-only event log. Pieces:
 - ``app.create_app``: the FastAPI app (OpenAPI at /openapi.json); ``service``: the YAML
   configuration and ``python -m elastic.manager --config FILE`` (uvicorn on the LAN address).
 - ``client.ManagerClient`` (httpx) and ``client.ReferenceClient`` (acquire/release).
+- ``core.Leadership``: whether this manager is the active one, the single place that decides
+  it; only the active manager runs ``tick`` (``AlwaysActive`` for a lone manager).
 """
 
 from elastic.manager.auth import Principal, Tokens
-from elastic.manager.core import Manager, ManagerConfig
+from elastic.manager.core import AlwaysActive, Leadership, Manager, ManagerConfig
 from elastic.manager.store import JsonFileStore, MemoryStore, Store
 
 __all__ = [
+    "AlwaysActive",
     "JsonFileStore",
+    "Leadership",
     "Manager",
     "ManagerConfig",
     "MemoryStore",

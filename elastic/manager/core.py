@@ -69,6 +69,22 @@ def http_notifier(timeout: float = 5.0) -> Notifier:
     return notify
 
 
+class Leadership(Protocol):
+    """Whether this manager is the active one. The one place that decides it: with several
+    managers on one replicated store (issue 11), only the active one runs ``tick`` (deadlines,
+    NotifyDeletePending); every manager may serve requests, since each change is a
+    compare-and-swap on the store."""
+
+    def is_active(self) -> bool: ...
+
+
+class AlwaysActive:
+    """A lone manager is always the active one."""
+
+    def is_active(self) -> bool:
+        return True
+
+
 @dataclass(frozen=True)
 class ManagerConfig:
     notify_interval: float = 60.0  # §3.1: NotifyDeletePending is repeated every minute
@@ -104,8 +120,10 @@ class Manager:
         notifier: Notifier | None = None,
         config: ManagerConfig | None = None,
         on_event: OnEvent | None = None,
+        leadership: Leadership | None = None,
     ) -> None:
         self.store = store
+        self.leadership = leadership or AlwaysActive()
         self.tokens = tokens
         self.clock = clock
         self.notifier = notifier if notifier is not None else http_notifier()
@@ -505,7 +523,12 @@ class Manager:
             grace=grace,
             deadline=rec.deadline,
             chosen=chosen,
-            pv={"time": pv.time, "policy": pv.policy, "values": dict(values)},
+            pv={
+                "time": pv.time,
+                "policy": pv.policy,
+                "values": dict(values),
+                "jobs": [job.model_dump(mode="json") for job in pv.jobs],
+            },
             jobs=[job.model_dump(mode="json") for job in jobs],
             predicted_wasted_cycles=predicted_waste(rec),
         )
@@ -573,7 +596,10 @@ class Manager:
 
     # -- the loop -------------------------------------------------------------------------
     def tick(self) -> None:
-        """Drive deadlines and notifications; the app's background loop calls this."""
+        """Drive deadlines and notifications; the app's background loop calls this. Only the
+        active manager does (``leadership``)."""
+        if not self.leadership.is_active():
+            return
         self.expire()
         self.notify_due()
 
@@ -656,6 +682,7 @@ class Manager:
             "deadline": rec.deadline,
             "deadline_iso": iso(rec.deadline),
             "reason": f"ptc reclamation {rec.id} deadline {iso(rec.deadline)}",
+            "beneficiary": rec.beneficiary,
             "manager_values": {
                 n: 0.0 if node.owner is None else 1.0
                 for n, node in sorted(state.nodes.items())

@@ -76,7 +76,10 @@ class NoProvisioner:
 class ClientConfig:
     partition: str = "slurm"  # the manager's partition name
     slurm_partition: str | None = None  # Slurm partition whose jobs count (None: all)
-    register_timeout: float = 120.0  # resume: wait this long for slurmd to register
+    # resume: wait this long for slurmd to register; 0: until Slurm gives up (ResumeTimeout,
+    # then ResumeFailProgram), at most register_cap
+    register_timeout: float = 0.0
+    register_cap: float = 3600.0
     register_poll: float = 2.0
     requeue_lead: float = 2.0  # requeue this long before the deadline
 
@@ -87,6 +90,7 @@ class Pending:
     nodes: set[str]
     deadline: float
     reason: str
+    beneficiary: str | None = None  # the partition that gets the nodes; None: the pool
     drained: set[str] = field(default_factory=set)
     done: bool = False
 
@@ -95,11 +99,42 @@ class Pending:
 class HookResult:
     ready: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # node -> reason
+    # seconds per step: manager (AddNodes), power_on, playbook, register, total
+    timings: dict[str, float] = field(default_factory=dict)
 
 
-def _short(err: Exception) -> str:
+HELD_PREFIX = "ptc: held by partition "
+
+
+def held_reason(partition: str) -> str:
+    return f"{HELD_PREFIX}{partition}"
+
+
+def _powered_up(state: str) -> bool:
+    """A node Slurm counts as up (slurmd registered), neither powered down nor on the way up
+    or down, nor DOWN: e.g. ``idle``, ``mixed``, ``allocated``, ``drained``."""
+    return not any(mark in state for mark in "~#%*!") and not state.startswith(("down", "unk"))
+
+
+def _short(err: Exception | str) -> str:
     text = " ".join(str(err).split())
     return text[:200]
+
+
+def _per_node(err: PtcError, nodes: list[str]) -> dict[str, str]:
+    """What failed on which of ``nodes``: a playbook's failed tasks (each names its task), a
+    provisioner's per-node failures, or the whole error for every node."""
+    failures = getattr(err, "failures", None)
+    out: dict[str, str] = {}
+    if isinstance(failures, dict):
+        out = {n: _short(m) for n, m in failures.items() if n in nodes}
+    elif failures:
+        for f in failures:
+            host, task, message = (getattr(f, k, "") for k in ("host", "task", "message"))
+            if host in nodes and host not in out:
+                kind = "unreachable" if getattr(f, "unreachable", False) else "failed"
+                out[host] = _short(f"task '{task}' {kind}: {message}")
+    return out or {n: _short(err) for n in nodes}
 
 
 class SlurmElasticClient:
@@ -138,30 +173,42 @@ class SlurmElasticClient:
         nodes = self.slurm.expand(hostlist)
         self.report.begin(f"resume {hostlist}", total=len(nodes))
         failed: dict[str, str] = {}
+        timings: dict[str, float] = {}
+        started = self.clock()
         ready = self._add(nodes, failed)
-        for step, action in (
-            ("power on", self.provisioner.power_on),
-            ("configure", self.provisioner.configure),
+        timings["manager"] = self.clock() - started
+        for step, key, action in (
+            ("power on", "power_on", self.provisioner.power_on),
+            ("configure", "playbook", self.provisioner.configure),
         ):
             if not ready:
                 break
+            t0 = self.clock()
             try:
                 action(ready)
             except PtcError as err:
-                for node in ready:
-                    failed[node] = f"{step} failed: {_short(err)}"
-                ready = []
+                for node, why in _per_node(err, ready).items():
+                    failed[node] = f"{step} failed: {why}"
+                ready = [n for n in ready if n not in failed]
+            timings[key] = self.clock() - t0
         if ready:
-            missing = self._wait_registered(ready)
+            t0 = self.clock()
+            missing, gave_up = self._wait_registered(ready)
+            timings["register"] = self.clock() - t0
             for node in missing:
-                failed[node] = (
-                    f"slurmd did not register within {self.config.register_timeout:.0f} s"
-                )
-            ready = [n for n in ready if n not in missing]
+                limit = self.config.register_timeout or self.config.register_cap
+                failed[node] = f"slurmd did not register within {limit:.0f} s"
+            ready = [n for n in ready if n not in missing and n not in gave_up]
+        else:
+            gave_up = {}
         if failed:
             self._fail(failed)
+        for node, state in gave_up.items():  # ResumeFailProgram's business
+            self.report.warning(f"{node}: Slurm gave up on the resume ({state})")
+            failed[node] = f"Slurm gave up: {state}"
+        timings["total"] = self.clock() - started
         self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
-        return HookResult(ready, failed)
+        return HookResult(ready, failed, timings)
 
     def _add(self, nodes: list[str], failed: dict[str, str]) -> list[str]:
         try:
@@ -182,9 +229,14 @@ class SlurmElasticClient:
                 failed[node] = f"manager refused: {_short(err)}"
         return ready
 
-    def _wait_registered(self, nodes: list[str]) -> list[str]:
-        deadline = self.clock() + self.config.register_timeout
+    def _wait_registered(self, nodes: list[str]) -> tuple[list[str], dict[str, str]]:
+        """Wait for slurmd on ``nodes``; (nodes still waiting at the client's own timeout,
+        {node: state} of the nodes Slurm itself gave up on: DOWN and no longer powering up,
+        after ResumeTimeout; ResumeFailProgram handles those)."""
+        limit = self.config.register_timeout or self.config.register_cap
+        deadline = self.clock() + limit
         waiting = set(nodes)
+        gave_up: dict[str, str] = {}
         while True:
             try:
                 states = self.slurm.node_states(sorted(waiting))
@@ -192,22 +244,29 @@ class SlurmElasticClient:
                 self.report.warning(f"sinfo failed: {err}")
                 states = {}
             for node, state in states.items():
-                # '#' powering up, '~' powered down, '*' not responding, down: not yet
-                if not any(mark in state for mark in "#~*%") and not state.startswith("down"):
+                if state.startswith("down") and "#" not in state:
+                    gave_up[node] = state
+                    waiting.discard(node)
+                # '#' powering up, '~' powered down, '*' not responding, '%' powering down
+                elif not any(mark in state for mark in "#~*%") and not state.startswith("down"):
                     waiting.discard(node)
             if not waiting or self.clock() >= deadline:
-                return sorted(waiting)
+                return sorted(waiting), gave_up
             self.sleep(self.config.register_poll)
 
     def _fail(self, failed: dict[str, str]) -> None:
-        """DOWN in Slurm with the reason (Slurm requeues the job waiting for the node), then
-        back to the pool. Best effort on each step: the node must not stay half-added."""
+        """DOWN in Slurm with the reason, at once (Slurm requeues the job that waited for the
+        node), then powered down (SuspendProgram tidies the node; it stays DOWN with the reason
+        until an administrator resumes it), and back to the pool. Best effort on each step: the
+        node must not stay half-added. The model is ParallelCluster's _handle_failed_nodes."""
         for node, reason in sorted(failed.items()):
             self.report.warning(f"{node}: {reason}")
+            text = f"ptc resume: {reason}"[:250]
             try:
-                self.slurm.down([node], f"ptc resume: {reason}"[:250])
+                self.slurm.down([node], text)
+                self.slurm.update_nodes([node], "POWER_DOWN", text)
             except SlurmCommandError as err:
-                self.report.warning(f"{node}: could not mark DOWN: {err}")
+                self.report.warning(f"{node}: could not mark DOWN and power down: {err}")
         self._give_back(sorted(failed))
 
     def _give_back(self, nodes: list[str]) -> list[str]:
@@ -243,6 +302,44 @@ class SlurmElasticClient:
             self.report.warning(f"power off {hostlist}: {err}")
         return self._give_back(nodes)
 
+    # -- the pool as Slurm sees it --------------------------------------------------------
+    def sync_pool(self) -> dict[str, list[str]]:
+        """Slurm may resume a powered-down node only if the node is free in the pool (§3.2:
+        Slurm sees the whole hosting cluster, and nodes outside its partition are "off"). Nodes
+        another partition holds are drained with ``ptc: held by partition X``; once free again,
+        the drain is lifted. Only drains with that reason are touched, and never nodes of ours.
+        Returns {"drained": [...], "undrained": [...]}."""
+        owners = {n["name"]: n.get("owner") for n in self.manager.discover()}
+        reasons = self.slurm.node_reasons(sorted(owners))
+        drained, undrained, adopted = [], [], []
+        for node, owner in sorted(owners.items()):
+            if node not in reasons:
+                continue  # not a Slurm node
+            state, reason = reasons[node]
+            ours = reason.startswith(HELD_PREFIX)
+            if owner not in (None, self.partition):
+                wanted = held_reason(str(owner))
+                if reason != wanted and (ours or "drain" not in state):
+                    self.slurm.drain([node], wanted)
+                    drained.append(node)
+            elif ours and "drain" in state:
+                self.slurm.undrain([node])
+                undrained.append(node)
+            elif owner is None and _powered_up(state):
+                adopted.append(node)  # up in Slurm (e.g. an administrator resumed it)
+        if adopted:
+            try:
+                self.manager.add_nodes(self.partition, nodes=adopted)
+            except PtcError as err:
+                self.report.warning(f"pool: adopting {adopted}: {err}")
+                adopted = []
+        if drained or undrained or adopted:
+            self.report.status(
+                f"pool: drained {drained or 'none'}, undrained {undrained or 'none'}, "
+                f"adopted {adopted or 'none'}"
+            )
+        return {"drained": drained, "undrained": undrained, "adopted": adopted}
+
     # -- PV loop --------------------------------------------------------------------------
     def report_pv(self) -> dict[str, float]:
         now = self.clock()
@@ -272,10 +369,17 @@ class SlurmElasticClient:
         nodes = {str(n) for n in payload["nodes"]}
         deadline = float(payload["deadline"])
         reason = str(payload.get("reason") or f"ptc reclamation {rec_id}")
+        beneficiary = payload.get("beneficiary") or None
         with self._lock:
             pending = self.pending.get(rec_id)
             if pending is None:
-                pending = self.pending[rec_id] = Pending(rec_id, nodes, deadline, reason)
+                pending = self.pending[rec_id] = Pending(
+                    rec_id,
+                    nodes,
+                    deadline,
+                    reason,
+                    None if beneficiary is None else str(beneficiary),
+                )
                 self.report.status(
                     f"reclamation {rec_id}: {sorted(nodes)} by "
                     f"{datetime.fromtimestamp(deadline, UTC):%H:%M:%S}"
@@ -367,7 +471,10 @@ class SlurmElasticClient:
                 self.report.warning(f"reclamation {pending.reclamation}: release {ours}: {err}")
         try:
             self.slurm.power_down(nodes, pending.reason)
-            self.slurm.undrain(nodes)
+            if pending.beneficiary is None:
+                self.slurm.undrain(nodes)
+            else:  # held by another partition now: Slurm must not resume it
+                self.slurm.drain(nodes, held_reason(pending.beneficiary))
         except SlurmCommandError as err:
             self.report.warning(f"reclamation {pending.reclamation}: power down {nodes}: {err}")
         pending.nodes -= set(nodes)

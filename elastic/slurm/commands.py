@@ -129,3 +129,19 @@ class Slurm:
             if name:
                 states[name] = state.strip().lower()
         return states
+
+    def node_reasons(self, nodes: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``{node: (state, reason)}`` from ``sinfo -N`` (reason ``none`` comes back empty)."""
+        if not nodes:
+            return {}
+        out = self.run(
+            ["sinfo", "--noheader", "--Node", "--nodes", ",".join(nodes), "--format", "%N|%T|%E"]
+        )
+        found: dict[str, tuple[str, str]] = {}
+        for line in out.splitlines():
+            name, _, rest = line.strip().partition("|")
+            state, _, reason = rest.partition("|")
+            if name:
+                reason = reason.strip()
+                found[name] = (state.strip().lower(), "" if reason == "none" else reason)
+        return found

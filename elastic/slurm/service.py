@@ -14,17 +14,22 @@ Configuration (YAML, ``--config``, default ``/etc/ptc-elastic/slurm-client.yml``
     port: 8701
     pv_interval: 30               # T: SetResourceValues every T seconds
     step_interval: 1              # reclamation steps (idle nodes back, requeue at deadline)
-    register_timeout: 120         # resume: wait for slurmd
+    sync_interval: 5              # drain nodes other partitions hold, undrain freed ones
+    register_timeout: 0           # resume: wait for slurmd (0: until Slurm's ResumeTimeout)
     requeue_lead: 2
     log_file: /var/log/ptc-elastic/slurm-hooks.log   # the hooks' log (slurmctld drops output)
+    timings_file: /var/log/ptc-elastic/resume-timings.jsonl  # one JSON line per resume
     provisioner: ""               # "module:function" returning a Provisioner; "" = none
+    # any other key is the provisioner's (elastic.slurm.provision.from_settings)
 
-The role installs three tiny programs for slurm.conf, e.g. ``/usr/local/sbin/ptc-slurm-resume``::
+The elastic role installs three tiny programs for slurm.conf, e.g. ``ptc-slurm-resume``::
 
     #!/bin/sh
-    exec /opt/ptc/.venv/bin/python -m elastic.slurm resume "$@"
+    exec sudo -n /usr/local/sbin/ptc-elastic-hook resume "$@"
 
-(``suspend``, ``resume-fail`` alike) and a systemd unit running ``python -m elastic.slurm serve``.
+(``suspend``, ``resume-fail`` alike; slurmctld runs them as SlurmUser, and the token and the SSH
+key need root), ``ptc-elastic-hook`` running ``python -m elastic.slurm --config ... "$@"`` from
+the virtualenv, and a systemd unit running ``python -m elastic.slurm serve``.
 """
 
 from __future__ import annotations
@@ -33,8 +38,11 @@ import argparse
 import asyncio
 import hmac
 import importlib
+import json
 import logging
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,7 +59,13 @@ from elastic.manager.client import ManagerClient, read_token
 from elastic.manager.service import check_listen
 from elastic.policies import POLICY_NAMES, PriorityRule, make_policy
 from elastic.service import lifespan_running
-from elastic.slurm.client import ClientConfig, NoProvisioner, Provisioner, SlurmElasticClient
+from elastic.slurm.client import (
+    ClientConfig,
+    HookResult,
+    NoProvisioner,
+    Provisioner,
+    SlurmElasticClient,
+)
 from elastic.slurm.commands import Slurm, subprocess_runner
 
 log = logging.getLogger("ptc.elastic.slurm")
@@ -71,9 +85,11 @@ class SlurmClientSettings:
     port: int = 8701
     pv_interval: float = 30.0
     step_interval: float = 1.0
-    register_timeout: float = 120.0
+    sync_interval: float = 5.0
+    register_timeout: float = 0.0
     requeue_lead: float = 2.0
     log_file: Path | None = None
+    timings_file: Path | None = None
     provisioner: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -94,8 +110,9 @@ class SlurmClientSettings:
             raise InputError(f"{path}: policy: {raw['policy']!r}; choose from {POLICY_NAMES}")
         check_listen(str(raw.get("listen", "127.0.0.1")), f"{path}: listen")
         raw["token_file"] = Path(raw["token_file"])
-        if raw.get("log_file"):
-            raw["log_file"] = Path(raw["log_file"])
+        for key in ("log_file", "timings_file"):
+            if raw.get(key):
+                raw[key] = Path(raw[key])
         raw["priority_rules"] = tuple(raw.get("priority_rules") or ())
         return cls(**raw, extra=extra)
 
@@ -139,6 +156,7 @@ class DeletePending(BaseModel):
     deadline: float
     deadline_iso: str = ""
     reason: str = Field(default="", max_length=250)
+    beneficiary: str | None = Field(default=None, max_length=64)
     manager_values: dict[str, float] = Field(default_factory=dict)
 
 
@@ -151,24 +169,32 @@ def create_app(
     *,
     pv_interval: float = 30.0,
     step_interval: float = 1.0,
+    sync_interval: float = 5.0,
     run_loop: bool = True,
 ) -> FastAPI:
     """The client's endpoint (NotifyDeletePending, authenticated with the partition's token)
-    and, while it runs, the PV loop and the reclamation steps."""
+    and, while it runs, the PV loop, the reclamation steps and the pool's drains. Each of the
+    three runs on its own: one failing (Slurm or the manager away) does not stop the others."""
 
     async def loop() -> None:
-        last_pv = -1e18
+        last = {"pv": -1e18, "sync": -1e18}
+        jobs: list[tuple[str, float, Callable[[], object]]] = [
+            ("pv", pv_interval, client.report_pv),
+            ("sync", sync_interval, client.sync_pool),
+            ("step", 0.0, client.step),
+        ]
         while True:
-            now = client.clock()
-            try:
-                if now - last_pv >= pv_interval:
-                    last_pv = now
-                    await asyncio.to_thread(client.report_pv)
-                await asyncio.to_thread(client.step)
-            except PtcError as err:
-                log.warning("%s", err)
-            except Exception:
-                log.exception("slurm client loop")
+            for name, interval, job in jobs:
+                now = client.clock()
+                if interval and now - last[name] < interval:
+                    continue
+                last[name] = now
+                try:
+                    await asyncio.to_thread(job)
+                except PtcError as err:
+                    log.warning("%s: %s", name, err)
+                except Exception:
+                    log.exception("slurm client loop: %s", name)
             await asyncio.sleep(step_interval)
 
     app = FastAPI(
@@ -189,6 +215,10 @@ def create_app(
         status = 401 if isinstance(err, _Unauthorized) else 500
         return JSONResponse({"error": type(err).__name__, "message": str(err)}, status)
 
+    @app.get("/v1/health")
+    def health() -> dict[str, bool]:
+        return {"ok": True}
+
     @app.post(NOTIFY_PATH, dependencies=[Depends(check)])
     def notify(payload: DeletePending) -> dict[str, bool]:
         client.notified(payload.model_dump())
@@ -203,15 +233,38 @@ class _Unauthorized(PtcError):
 
 
 def _setup_logging(settings: SlurmClientSettings | None, to_file: bool) -> None:
+    """The service logs to stderr (the journal). The programs slurmctld runs log to
+    ``log_file`` only: slurmctld gives them no usable stdout or stderr."""
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if to_file and settings is not None and settings.log_file is not None:
         settings.log_file.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(settings.log_file))
+        handlers = [logging.FileHandler(settings.log_file)]
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
     )
+    # one line per request to the manager would drown what the client itself reports
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _record_timings(settings: SlurmClientSettings, hostlist: str, result: HookResult) -> None:
+    """One JSON line per resume (benchmarks/elastic_latency.py reads them); appended, as a log."""
+    if settings.timings_file is None:
+        return
+    line = {
+        "time": time.time(),
+        "hostlist": hostlist,
+        "ready": result.ready,
+        "failed": result.failed,
+        "timings": result.timings,
+    }
+    try:
+        settings.timings_file.parent.mkdir(parents=True, exist_ok=True)
+        with settings.timings_file.open("a") as out:
+            out.write(json.dumps(line, sort_keys=True) + "\n")
+    except OSError as err:
+        log.warning("timings: %s: %s", settings.timings_file, err)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,13 +286,16 @@ def main(argv: list[str] | None = None) -> int:
                 token,
                 pv_interval=settings.pv_interval,
                 step_interval=settings.step_interval,
+                sync_interval=settings.sync_interval,
             )
             uvicorn.run(app, host=settings.listen, port=settings.port, access_log=False)
             return 0
         if not args.hostlist:
             raise InputError(f"{args.action}: HOSTLIST missing")
         if args.action == "resume":
-            return 0 if not client.resume(args.hostlist).failed else 1
+            result = client.resume(args.hostlist)
+            _record_timings(settings, args.hostlist, result)
+            return 0 if not result.failed else 1
         if args.action == "suspend":
             client.suspend(args.hostlist)
         else:

@@ -48,6 +48,7 @@ class FakeSlurm:
     requeued: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     register_after: int = 0  # sinfo polls before a resumed node shows registered
+    known: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")  # Slurm's nodes
 
     def line(self, job: Job) -> str:
         nodes = ",".join(job.nodes)
@@ -73,11 +74,13 @@ class FakeSlurm:
             return "".join(self.line(j) + "\n" for j in jobs)
         if argv[:2] == ["scontrol", "update"]:
             nodes = expand(argv[2].removeprefix("NodeName="))
-            state = argv[3].removeprefix("State=")
+            state = argv[3].removeprefix("State=").lower()
             for n in nodes:
-                self.states[n] = state.lower()
+                self.states[n] = self._next_state(self.states.get(n, "idle~"), state)
                 if len(argv) > 4:
                     self.reasons[n] = argv[4].removeprefix("Reason=")
+                elif state in ("undrain", "resume"):
+                    self.reasons.pop(n, None)
             return ""
         if argv[:2] == ["scontrol", "requeue"]:
             job = next(j for j in self.jobs if j.job_id == argv[2])
@@ -94,6 +97,13 @@ class FakeSlurm:
             self.cancelled.append(argv[1])
             self.jobs = [j for j in self.jobs if j.job_id != argv[1]]
             return ""
+        if cmd == "sinfo" and argv[-1] == "%N|%T|%E":
+            nodes = expand(argv[argv.index("--nodes") + 1])
+            return "".join(
+                f"{n}|{self.states.get(n, 'idle~')}|{self.reasons.get(n) or 'none'}\n"
+                for n in nodes
+                if n in self.known
+            )
         if cmd == "sinfo":
             nodes = expand(argv[argv.index("--nodes") + 1])
             if self.register_after > 0:
@@ -101,6 +111,24 @@ class FakeSlurm:
                 return "".join(f"{n}|idle#\n" for n in nodes)
             return "".join(f"{n}|{self.states.get(n, 'idle')}\n" for n in nodes)
         raise SlurmCommandError(argv, 127, f"fake slurm: unknown command {argv}")
+
+    @staticmethod
+    def _next_state(current: str, update: str) -> str:
+        """Slurm's node state after ``scontrol update State=...``: a base state with flags
+        (drain, ``~`` powered down), as sinfo's %T prints it."""
+        powered_down = current.endswith("~")
+        base = current.rstrip("~")
+        if update in ("power_down", "power_down_force", "power_down_asap"):
+            return base + "~"
+        if update == "down":
+            base = "down"
+        elif update == "drain":
+            base = "drained"
+        elif update in ("undrain", "resume"):
+            base = "idle" if base in ("drained", "draining", "down") else base
+        else:
+            base = update
+        return base + ("~" if powered_down else "")
 
     def updates(self) -> list[list[str]]:
         return [c for c in self.calls if c[:2] == ["scontrol", "update"]]

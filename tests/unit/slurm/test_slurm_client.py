@@ -189,8 +189,9 @@ def test_resume_playbook_failure_marks_down_with_the_task_and_gives_back(world: 
     result = world.client.resume("node-2")
     assert result.ready == []
     reason = world.slurm.reasons["node-2"]
-    assert world.slurm.states["node-2"] == "down"
-    assert reason.startswith("ptc resume: configure failed") and "playbook failed" in reason
+    assert world.slurm.states["node-2"] == "down~"  # DOWN at once, then powered down
+    assert reason.startswith("ptc resume: configure failed")
+    assert "task 'slurm : start slurmd' failed: Unable to start service slurmd" in reason
     assert world.owners()["node-2"] is None
 
 
@@ -209,7 +210,7 @@ def test_resume_timeout_and_resume_fail_program(world: World) -> None:
     assert world.owners()["node-3"] is None
     world.manager.add_nodes(world.admin, "slurm", nodes=["node-2"])
     assert world.client.resume_failed("node-2") == ["node-2"]
-    assert world.slurm.states["node-2"] == "down" and world.owners()["node-2"] is None
+    assert world.slurm.states["node-2"].startswith("down") and world.owners()["node-2"] is None
 
 
 def test_suspend_gives_back_and_tolerates_nodes_no_longer_ours(world: World) -> None:
@@ -249,3 +250,43 @@ def test_settings_refuse_listening_everywhere(tmp_path) -> None:  # type: ignore
     conf.write_text("manager_url: http://x\ntoken_file: /x\npolicy: BEST\n")
     with pytest.raises(InputError, match="policy"):
         SlurmClientSettings.load(conf)
+
+
+def test_nodes_other_partitions_hold_are_drained_and_freed_ones_undrained(world: World) -> None:
+    world.manager.add_nodes(world.admin, "ref", nodes=["node-1"])
+    world.manager.add_nodes(world.admin, "slurm", nodes=["node-0"])
+    world.slurm.states["node-2"] = "drained~"
+    world.slurm.reasons["node-2"] = "admin: bad disk"  # someone else's drain: left alone
+    nothing = {"drained": [], "undrained": [], "adopted": []}
+    assert world.client.sync_pool() == nothing | {"drained": ["node-1"]}
+    assert world.slurm.reasons["node-1"] == "ptc: held by partition ref"
+    assert world.client.sync_pool() == nothing  # nothing twice
+    world.manager.delete_nodes(world.admin, "ref", ["node-1"])
+    assert world.client.sync_pool() == nothing | {"undrained": ["node-1"]}
+    assert (
+        world.slurm.states["node-1"] == "idle~"
+        and world.slurm.reasons["node-2"] == "admin: bad disk"
+    )
+
+
+def test_nodes_reclaimed_for_another_partition_stay_drained_for_it(world: World) -> None:
+    hold_all(world)
+    world.client.report_pv()
+    got = world.manager.add_nodes(world.admin, "ref", count=1, grace=30)
+    assert got.waiting == 1
+    world.manager.tick()
+    payload = world.notes[-1]
+    assert payload["beneficiary"] == "ref"
+    world.client.notified(payload)
+    world.clock.t += 1
+    world.client.step()  # idle: handed back at once, to ref
+    (node,) = payload["nodes"]
+    assert world.owners()[node] == "ref"
+    assert world.slurm.updates()[-1][-2:] == ["State=DRAIN", "Reason=ptc: held by partition ref"]
+    assert world.slurm.states[node] == "drained~"
+
+
+def test_a_node_up_in_slurm_but_free_in_the_pool_is_adopted(world: World) -> None:
+    world.slurm.states["node-3"] = "idle"  # an administrator resumed it by hand
+    assert world.client.sync_pool()["adopted"] == ["node-3"]
+    assert world.owners()["node-3"] == "slurm"

@@ -1,0 +1,232 @@
+"""The testbed's side of a resume and a suspend: what "power" and "configure" mean for a node.
+
+The programs slurmctld runs (ResumeProgram and the others) run on the controller, which on the
+local testbed is itself a container: it cannot start a sibling container or rewire the host's
+bridges, and giving it that power (the host's podman socket, or an agent on the host reachable
+from the experiment's network) would hand every experiment the keys to the host. CloudLab's
+pool nodes, for their part, are up for the whole experiment. So on both testbeds a pool node
+stays up, and what the hooks switch is the node's *Slurm* life:
+
+- **power on**: the node answers over SSH on the experiment LAN (a dead node fails here, with
+  the reason, before any playbook runs);
+- **configure**: ``ptc-playbook RESUME_PLAYBOOK --limit NODES`` from the controller; the default
+  playbook (``elastic-resume.yml``) starts munge, checks the shares and starts slurmd, because
+  the pool nodes carry their software from ``ptc deploy`` (as a CloudLab user would bake a disk
+  image). A failed task fails exactly the hosts it failed on, and names the task;
+- **power off**: slurmd stops (and stays disabled) and any leftover job step is killed.
+
+Everything goes through an injected runner (argv in, :class:`Completed` out), so the unit tests
+replay real ansible-playbook output without running it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elastic.errors import DeployError, InputError, RemoteError, TaskFailure
+
+
+@dataclass(frozen=True)
+class Completed:
+    returncode: int | None  # None: timed out
+    output: str
+
+
+Run = Callable[[Sequence[str], float], Completed]
+
+
+def subprocess_run(argv: Sequence[str], timeout: float) -> Completed:
+    try:
+        done = subprocess.run(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        out = err.stdout if isinstance(err.stdout, str) else ""
+        return Completed(None, out)
+    except OSError as err:
+        return Completed(127, str(err))
+    return Completed(done.returncode, done.stdout)
+
+
+class ProvisionFailed(RemoteError):
+    """Power on or off failed on some nodes; ``failures`` maps each to what happened."""
+
+    def __init__(self, step: str, failures: dict[str, str]) -> None:
+        text = "; ".join(f"{n}: {m}" for n, m in sorted(failures.items()))
+        super().__init__(
+            f"{step} failed on {', '.join(sorted(failures))}: {text}",
+            host=",".join(sorted(failures)),
+            command=step,
+            returncode=None,
+        )
+        self.failures = dict(failures)
+
+
+_TASK = re.compile(r"^TASK \[(?P<task>.*)\] \**\s*$")
+_FAILED = re.compile(
+    r"^(?:fatal|failed): \[(?P<host>[^\]]+?)(?: -> [^\]]+)?\](?: \(item=.*?\))?"
+    r"(?:: (?P<kind>[A-Z!]+))?(?: =>\s*(?P<rest>.*))?$"
+)
+_RESULT = re.compile(r"^(?:ok|changed|skipping|fatal|failed|TASK|PLAY|RUNNING HANDLER)\b")
+_MSG = re.compile(r'"msg": "(?P<msg>(?:[^"\\]|\\.)*)"|^\s*msg: (?P<yaml>.*)$')
+
+
+def failed_tasks(output: str) -> list[TaskFailure]:
+    """The failed and unreachable tasks in ansible-playbook's default output, per host: the task
+    header the failure falls under, and the first ``msg`` of its result (JSON or YAML). A
+    failure Ansible ignored (``...ignoring``) is not one."""
+    failures: list[TaskFailure] = []
+    task = ""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        m = _TASK.match(line)
+        if m:
+            task = m.group("task")
+            continue
+        f = _FAILED.match(line)
+        if not f:
+            continue
+        body = [f.group("rest") or ""]
+        for follow in lines[i + 1 :]:
+            if _RESULT.match(follow) or follow.startswith("...ignoring"):
+                body.append(follow)
+                break
+            body.append(follow)
+        if body[-1].startswith("...ignoring"):
+            continue
+        message = ""
+        for part in body:
+            mm = _MSG.search(part)
+            if mm:
+                message = (mm.group("msg") or mm.group("yaml") or "").strip().strip("'\"")
+                break
+        unreachable = (f.group("kind") or "").startswith("UNREACHABLE")
+        failures.append(TaskFailure(f.group("host"), task, message, unreachable=unreachable))
+    return failures
+
+
+@dataclass
+class PlaybookProvisioner:
+    """Pool nodes that stay up; the resume playbook configures them, power off stops slurmd."""
+
+    playbook_command: tuple[str, ...] = ("/usr/local/sbin/ptc-playbook",)
+    resume_playbook: str = "elastic-resume.yml"
+    playbook_vars_file: Path | None = None
+    playbook_timeout: float = 600.0
+    ssh_key: Path = Path("/root/.ssh/id_ed25519")
+    known_hosts: Path = Path("/var/lib/ptc-elastic/known_hosts")
+    ssh_timeout: float = 20.0
+    run: Run = subprocess_run
+
+    def _ssh(self, node: str, command: str) -> list[str]:
+        return [
+            "ssh",
+            "-i",
+            str(self.ssh_key),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "LogLevel=ERROR",
+            f"root@{node}",
+            command,
+        ]
+
+    def _on_each(self, step: str, nodes: Sequence[str], command: str) -> None:
+        def one(node: str) -> tuple[str, Completed]:
+            return node, self.run(self._ssh(node, command), self.ssh_timeout)
+
+        failures: dict[str, str] = {}
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
+            for node, done in pool.map(one, nodes):
+                if done.returncode != 0:
+                    last = done.output.strip().splitlines()[-1:] or ["no output"]
+                    why = "timed out" if done.returncode is None else f"exit {done.returncode}"
+                    failures[node] = f"{why}: {last[0][:200]}"
+        if failures:
+            raise ProvisionFailed(step, failures)
+
+    def power_on(self, nodes: Sequence[str]) -> None:
+        """The node is up and reachable: nothing to switch on (see the module's docstring)."""
+        self._on_each("power on (SSH)", nodes, "true")
+
+    def configure(self, nodes: Sequence[str]) -> None:
+        argv = [*self.playbook_command, self.resume_playbook, "--limit", ",".join(nodes)]
+        if self.playbook_vars_file is not None and self.playbook_vars_file.exists():
+            argv += ["-e", f"@{self.playbook_vars_file}"]
+        done = self.run(argv, self.playbook_timeout)
+        if done.returncode == 0:
+            return
+        failures = [f for f in failed_tasks(done.output) if f.host in nodes]
+        if done.returncode is None:
+            message = f"{self.resume_playbook} timed out after {self.playbook_timeout:.0f} s"
+        else:
+            message = f"{self.resume_playbook} failed (exit {done.returncode})"
+        if not failures:
+            tail = " | ".join(done.output.strip().splitlines()[-3:])
+            message += f": {tail[:300]}"
+        raise DeployError(message, failures)
+
+    def power_off(self, nodes: Sequence[str]) -> None:
+        self._on_each(
+            "power off",
+            nodes,
+            "systemctl stop slurmd; pkill -KILL -x slurmstepd; "
+            "if systemctl is-active --quiet slurmd; then exit 1; fi",
+        )
+
+
+def from_settings(settings: Any) -> PlaybookProvisioner:
+    """The provisioner the client's configuration names (``provisioner:
+    elastic.slurm.provision:from_settings``); its settings are the extra keys of the file."""
+    extra: dict[str, Any] = dict(getattr(settings, "extra", {}) or {})
+    known = {
+        "playbook_command",
+        "resume_playbook",
+        "playbook_vars_file",
+        "playbook_timeout",
+        "ssh_key",
+        "known_hosts",
+        "ssh_timeout",
+    }
+    unknown = sorted(set(extra) - known)
+    if unknown:
+        raise InputError(f"provisioner: unknown setting {unknown[0]!r} (known: {sorted(known)})")
+    command = extra.get("playbook_command", ["/usr/local/sbin/ptc-playbook"])
+    if isinstance(command, str):
+        command = [command]
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
+        raise InputError("provisioner: playbook_command: expected a list of strings")
+    try:
+        return PlaybookProvisioner(
+            playbook_command=tuple(command),
+            resume_playbook=str(extra.get("resume_playbook", "elastic-resume.yml")),
+            playbook_vars_file=Path(extra["playbook_vars_file"])
+            if extra.get("playbook_vars_file")
+            else None,
+            playbook_timeout=float(extra.get("playbook_timeout", 600.0)),
+            ssh_key=Path(extra.get("ssh_key", "/root/.ssh/id_ed25519")),
+            known_hosts=Path(extra.get("known_hosts", "/var/lib/ptc-elastic/known_hosts")),
+            ssh_timeout=float(extra.get("ssh_timeout", 20.0)),
+        )
+    except (TypeError, ValueError) as err:
+        raise InputError(f"provisioner: {err}") from err

@@ -1,0 +1,135 @@
+"""Elastic partitions (`ptc deploy NAME -e ptc_elastic=true`): the manager and the Slurm client
+run as services on the experiment LAN, the programs slurmctld runs are in place, and the tokens
+are root-only and appear in no log. Skipped on clusters deployed without elastic partitions."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import group, name_of, require_group, variables
+from testinfra.host import Host
+
+CONFIG_DIR = "/etc/ptc-elastic"
+TOKENS = f"{CONFIG_DIR}/tokens"
+LOGS = "/var/log/ptc-elastic"
+UNITS = ("ptc-elastic-manager", "ptc-elastic-slurm-client")
+
+
+def _first(host: Host, group_name: str) -> str:
+    members = (
+        sorted(group(host, group_name))
+        if group_name == "config_server"
+        else group(host, group_name)
+    )
+    return members[0] if members else ""
+
+
+def require_elastic(host: Host, role_group: str) -> None:
+    """Skip unless this host is the one running ``role_group``'s part, and it is deployed."""
+    require_group(host, role_group)
+    me = name_of(host)
+    if me != _first(host, role_group):
+        pytest.skip(f"{me} is not the first host of {role_group}")
+    if not host.file(
+        f"{CONFIG_DIR}/slurm-client.yml"
+        if role_group == "slurm_controller"
+        else f"{CONFIG_DIR}/manager.yml"
+    ).exists:
+        pytest.skip(f"{me}: elastic partitions are not deployed (no {CONFIG_DIR})")
+
+
+def lan_address(host: Host) -> str:
+    return str(variables(host).get("ptc_lan_address", ""))
+
+
+@pytest.mark.parametrize(("unit", "role_group", "port"), [
+    ("ptc-elastic-manager", "config_server", 8700),
+    ("ptc-elastic-slurm-client", "slurm_controller", 8701),
+])  # fmt: skip
+def test_service_runs_on_the_lan_address_only(
+    host: Host, unit: str, role_group: str, port: int
+) -> None:
+    require_elastic(host, role_group)
+    me = name_of(host)
+    service = host.service(unit)
+    assert service.is_running, f"{me}: {unit} is not running"
+    assert service.is_enabled, f"{me}: {unit} does not start at boot"
+    address = lan_address(host)
+    listening = host.run(f"ss -Hltn 'sport = :{port}'").stdout
+    assert f"{address}:{port}" in listening, (
+        f"{me}: {unit} does not listen on {address}:{port} ({listening.strip() or 'nothing'})"
+    )
+    for everywhere in (f"0.0.0.0:{port}", f"*:{port}", f"[::]:{port}"):
+        assert everywhere not in listening, f"{me}: {unit} listens on {everywhere}"
+
+
+def test_manager_answers_on_the_lan(host: Host) -> None:
+    require_elastic(host, "config_server")
+    out = host.run(
+        f"python3 -c \"import urllib.request as u; print(u.urlopen('http://{lan_address(host)}:8700/v1/health', timeout=5).read().decode())\""
+    )
+    assert out.rc == 0 and '"ok":true' in out.stdout.replace(" ", ""), (
+        f"{name_of(host)}: the manager's /v1/health did not answer: {out.stderr.strip()}"
+    )
+
+
+def test_tokens_are_root_only(host: Host) -> None:
+    require_elastic(host, "config_server")
+    me = name_of(host)
+    directory = host.file(TOKENS)
+    assert directory.is_directory and directory.user == "root" and directory.mode == 0o700, (
+        f"{me}: {TOKENS} is not a root-only directory (mode {oct(directory.mode)})"
+    )
+    names = host.run(f"ls {TOKENS}").stdout.split()
+    assert "admin.token" in names and "partition-slurm.token" in names, (
+        f"{me}: {TOKENS} lacks the admin or the slurm partition's token ({names})"
+    )
+    for name in names:
+        f = host.file(f"{TOKENS}/{name}")
+        assert f.user == "root" and f.group == "root" and f.mode == 0o600, (
+            f"{me}: {TOKENS}/{name} is {f.user}:{f.group} {oct(f.mode)}, not root:root 0600"
+        )
+
+
+def test_tokens_are_in_no_log(host: Host) -> None:
+    require_elastic(host, "config_server")
+    me = name_of(host)
+    # grep reads the tokens from their files: no token on a command line either.
+    sources = [
+        f"journalctl --no-pager -u {UNITS[0]} -u {UNITS[1]} -u slurmctld",
+        f"cat {LOGS}/* /var/log/slurm/*.log /var/lib/ptc/ansible/ansible.log 2>/dev/null",
+    ]
+    for source in sources:
+        found = host.run(f"{source} | grep -c -F -f <(cat {TOKENS}/*.token)", shell="bash")
+        count = found.stdout.strip() or "0"
+        assert count == "0", f"{me}: a token appears {count} time(s) in `{source}`"
+
+
+def test_programs_slurmctld_runs_are_installed(host: Host) -> None:
+    require_elastic(host, "slurm_controller")
+    me = name_of(host)
+    conf = host.file("/etc/slurm/slurm.conf").content_string
+    for key, program in (
+        ("ResumeProgram", "ptc-slurm-resume"),
+        ("SuspendProgram", "ptc-slurm-suspend"),
+        ("ResumeFailProgram", "ptc-slurm-resume-fail"),
+    ):
+        path = f"/usr/local/sbin/{program}"
+        assert f"{key}={path}" in conf, f"{me}: slurm.conf does not name {path} as {key}"
+        f = host.file(path)
+        assert f.exists and f.user == "root" and f.mode & 0o111, f"{me}: {path} not executable"
+    sudo = host.run("sudo -n -l -U slurm")
+    assert "/usr/local/sbin/ptc-elastic-hook" in sudo.stdout, (
+        f"{me}: SlurmUser may not run the elastic hook through sudo: {sudo.stdout.strip()}"
+    )
+    assert "(ALL)" not in sudo.stdout and "ALL : ALL" not in sudo.stdout, (
+        f"{me}: SlurmUser may run more than the elastic hook through sudo"
+    )
+
+
+def test_pool_nodes_are_cloud_nodes(host: Host) -> None:
+    require_elastic(host, "slurm_controller")
+    conf = host.file("/etc/slurm/slurm.conf").content_string
+    nodes = [line for line in conf.splitlines() if line.startswith("NodeName=")]
+    assert nodes and all("State=CLOUD" in line for line in nodes), (
+        f"{name_of(host)}: not every compute node is State=CLOUD: {nodes}"
+    )

@@ -1,0 +1,418 @@
+"""Elastic partitions, live (issue 10), on one 1+4 experiment deployed with ptc_elastic=true.
+
+Everything is real: slurmctld runs the programs the elastic role installed, the client asks the
+manager (a systemd service on the head) for nodes, runs the resume playbook from the head, and
+slurmd registers; reclamations drain, requeue and release through Slurm. The tests run in file
+order and each leaves every node back in the pool, idle and powered down.
+
+Times are short so the module runs in minutes: SuspendTime 20 s, a PV every 5 s, repeats of
+NotifyDeletePending every 10 s, PVs stale after 60 s, ResumeTimeout 90 s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from remote import ssh
+
+from elastic.manager.client import ManagerClient
+from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
+from elastic.manager.remote import open_manager
+from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+NAME = os.environ.get("PTC_TEST_ELASTIC_NAME", "elastic")
+NODES = ["node-0", "node-1", "node-2", "node-3"]
+SUSPEND_TIME = 20
+EXTRAVARS = [
+    "ptc_elastic=true",
+    f"slurm_power_save_suspend_time={SUSPEND_TIME}",
+    "slurm_power_save_resume_timeout=90",
+    "elastic_pv_interval=5",
+    "elastic_notify_interval=10",
+    "elastic_max_pv_age=60",
+]
+MARKS = "/home/ptc/elastic-marks"
+
+
+@pytest.fixture(scope="module")
+def cluster(experiment_factory: Callable[..., Path], ptc: Any) -> Path:
+    expdir = experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=4")
+    args = ["deploy", NAME]
+    for extra in EXTRAVARS:
+        args += ["-e", extra]
+    proc = ptc(*args)
+    assert proc.returncode == 0, f"ptc deploy {NAME} failed:\n{proc.stderr[-6000:]}"
+    ssh(expdir, "head", f"install -d -o ptc -g ptc {MARKS}")
+    return expdir
+
+
+# -- helpers -------------------------------------------------------------------------------
+def manager(expdir: Path, partition: str | None = None) -> Any:
+    return open_manager(expdir / "inventory/hosts.yml", expdir / "inventory/ssh_config", partition)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 2.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def as_ptc(command: str) -> str:
+    return f"cd /home/ptc && runuser -u ptc -- sh -c {shlex.quote(command)}"
+
+
+def sbatch(expdir: Path, options: str, script: str) -> str:
+    out = ssh(expdir, "head", as_ptc(f"sbatch --parsable {options} --wrap {shlex.quote(script)}"))
+    return out.stdout.strip().split(";")[0]
+
+
+def job(expdir: Path, job_id: str) -> dict[str, str]:
+    """``scontrol show job`` as a dict (empty once Slurm forgot the job)."""
+    out = ssh(expdir, "head", f"scontrol show job -o {job_id}", check=False).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+def sacct(expdir: Path, job_id: str) -> dict[str, str]:
+    out = ssh(
+        expdir,
+        "head",
+        f"sacct -X -n -P -j {job_id} --format=JobID,State,NNodes,NodeList,ExitCode",
+    ).stdout.strip()
+    if not out:
+        return {}
+    jid, state, nnodes, nodelist, code = out.splitlines()[-1].split("|")
+    return {"id": jid, "state": state, "nnodes": nnodes, "nodes": nodelist, "exit": code}
+
+
+def slurm_nodes(expdir: Path) -> dict[str, tuple[str, str]]:
+    out = ssh(expdir, "head", "sinfo --noheader --Node --format='%N|%T|%E'").stdout
+    found = {}
+    for line in out.splitlines():
+        name, state, reason = line.strip().split("|", 2)
+        found[name] = (state, "" if reason == "none" else reason)
+    return found
+
+
+def owners(expdir: Path) -> dict[str, str | None]:
+    with manager(expdir) as m:
+        return {n["name"]: n["owner"] for n in m.discover()}
+
+
+def expand(expdir: Path, hostlist: str) -> list[str]:
+    return ssh(expdir, "head", f"scontrol show hostnames {hostlist}").stdout.split()
+
+
+def all_back_in_pool(expdir: Path) -> bool:
+    nodes = slurm_nodes(expdir)
+    return set(owners(expdir).values()) == {None} and all(nodes[n][0] == "idle~" for n in NODES)
+
+
+def mark(expdir: Path, name: str) -> None:
+    ssh(expdir, "head", as_ptc(f"touch {MARKS}/{name}"))
+
+
+def until_mark(name: str, then: str = "true") -> str:
+    """A job script: wait for the test's mark, then run ``then``; when Slurm restarts the
+    job (requeued), it skips the wait and runs ``then`` at once."""
+    return (
+        f'if [ "${{SLURM_RESTART_COUNT:-0}}" -eq 0 ]; then '
+        f"while [ ! -e {MARKS}/{name} ]; do sleep 1; done; fi; {then}"
+    )
+
+
+def events(expdir: Path, kind: str) -> list[dict[str, Any]]:
+    with manager(expdir) as m:
+        return [e for e in m.events(0, 10000) if e["kind"] == kind]
+
+
+@pytest.fixture
+def leaves_pool_idle(cluster: Path) -> Iterator[Path]:
+    yield cluster
+    # Every test hands the pool back as it found it: nodes free and powered down.
+    wait_for("every node back in the pool, idle~", lambda: all_back_in_pool(cluster), 240, 5)
+
+
+# -- acceptance 1: partition-driven up- and downscaling --------------------------------------
+def test_a_job_resumes_nodes_through_the_hooks_and_they_return_after_suspend_time(
+    leaves_pool_idle: Path,
+) -> None:
+    expdir = leaves_pool_idle
+    assert all_back_in_pool(expdir), "the pool does not start free and powered down"
+    job_id = sbatch(expdir, "-N3", "srun hostname; sleep 2")
+    done = wait_for(
+        "the 3-node job to complete",
+        lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
+        300,
+    )
+    assert done["nnodes"] == "3" and done["exit"] == "0:0", done
+    used = expand(expdir, done["nodes"])
+    # while idle, the nodes stay in Slurm's partition (held by slurm in the manager)
+    held = owners(expdir)
+    assert all(held[n] in ("slurm", None) for n in used)
+    timings = ssh(expdir, "head", "tail -n 5 /var/log/ptc-elastic/resume-timings.jsonl").stdout
+    last = [json.loads(line) for line in timings.splitlines()][-1]
+    assert sorted(last["ready"]) == sorted(used) and last["failed"] == {}
+    # after SuspendTime idle, SuspendProgram stops slurmd and gives the nodes back
+    wait_for("the nodes back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 120)
+    for node in used:
+        active = ssh(expdir, node, "systemctl is-active slurmd", check=False).stdout.strip()
+        assert active != "active", f"{node}: slurmd still runs after the suspend"
+    deleted = events(expdir, "nodes-deleted")
+    assert {n for e in deleted for n in e["data"]["nodes"]} >= set(used)
+
+
+def start_one_by_one(expdir: Path, scripts: list[str]) -> list[tuple[str, str]]:
+    """Submit exclusive one-node jobs one after the other, each once the previous runs, so
+    their elapsed times differ; [(job id, node)]."""
+    started = []
+    for script in scripts:
+        job_id = sbatch(expdir, "-N1 --exclusive", script)
+        info = wait_for(
+            f"job {job_id} to run",
+            lambda j=job_id: (i := job(expdir, j)).get("JobState") == "RUNNING" and i,
+            240,
+        )
+        started.append((job_id, info["NodeList"]))
+    return started
+
+
+def wait_for_pv_covering(expdir: Path, nodes: list[str]) -> dict[str, Any]:
+    def fresh() -> dict[str, Any] | None:
+        with manager(expdir) as m:
+            part = next(p for p in m.status()["partitions"] if p["name"] == "slurm")
+        pv = part["pv"]
+        if pv and all(pv["values"].get(n, 0.0) > 0.0 for n in nodes) and pv["age"] < 10:
+            return dict(pv)
+        return None
+
+    return dict(wait_for("a PV with every job", fresh, 60))
+
+
+# -- acceptance 2 and 4 (manager restart): graceful preemption under LIFO --------------------
+def test_lifo_reclaim_releases_the_policy_s_nodes_and_counts_the_waste(
+    leaves_pool_idle: Path, ptc: Any
+) -> None:
+    expdir = leaves_pool_idle
+    (a, node_a), (b, node_b), (c, node_c) = start_one_by_one(
+        expdir,
+        [until_mark("A"), until_mark("B"), until_mark("never", then="sleep 3")],
+    )
+    wait_for_pv_covering(expdir, [node_a, node_b, node_c])
+    proc = ptc("elastic", "reclaim", NAME, "--count", "2", "--grace", "30")
+    assert proc.returncode == 0, proc.stderr
+    mark(expdir, "B")  # B finishes within the grace period; C does not
+    # the manager restarts in the middle of the reclamation
+    ssh(expdir, "head", "systemctl restart ptc-elastic-manager")
+    started = events(expdir, "reclamation-started")[-1]
+    rec_id = started["data"]["reclamation"]
+    chosen = started["data"]["chosen"]
+    # exactly the nodes elastic/policies names for the snapshot the PV described
+    snap_jobs = tuple(
+        JobInfo(j["job_id"], tuple(j["nodes"]), j["elapsed"], remaining=j["remaining"])
+        for j in started["data"]["jobs"]
+    )
+    pv = started["data"]["pv"]
+    all_jobs = [
+        JobInfo(j["job_id"], tuple(j["nodes"]), j["elapsed"], remaining=j["remaining"])
+        for j in pv["jobs"]
+    ]
+    snapshot = Snapshot(pv["time"], tuple(pv["values"]), tuple(all_jobs))
+    assert chosen == select_nodes(LifoPolicy().evaluate(snapshot), 2)
+    assert sorted(chosen) == sorted([node_b, node_c]), (chosen, node_a, node_b, node_c)
+    assert {j.job_id for j in snap_jobs} == {b, c}
+    with manager(expdir) as m:
+        rec = wait_for(
+            f"reclamation {rec_id} to finish",
+            lambda: (r := m.reclamation(rec_id))["state"] == "done" and r,
+            120,
+        )
+    assert rec["finished_at"] >= rec["deadline"] - 2 - 1, "finished well before its deadline"
+    # B completed normally; C was requeued and completes on another node
+    assert wait_for("B to complete", lambda: sacct(expdir, b).get("state") == "COMPLETED", 60)
+    assert wait_for("C to complete", lambda: sacct(expdir, c).get("state") == "COMPLETED", 240)
+    finished = next(
+        e for e in events(expdir, "reclamation-finished") if e["data"]["reclamation"] == rec_id
+    )
+    assert [j["job_id"] for j in finished["data"]["jobs_killed"]] == [c]
+    requeued = [e for e in events(expdir, "jobs-requeued") if e["data"]["reclamation"] == rec_id]
+    assert [j["job_id"] for e in requeued for j in e["data"]["jobs"]] == [c]
+    # the simulator's formula on the same jobs: C did not finish within GP, B did
+    shift = rec["requested_at"] - pv["time"]
+    at_reclaim = Snapshot(
+        rec["requested_at"],
+        tuple(pv["values"]),
+        tuple(
+            JobInfo(
+                j.job_id, j.nodes, j.elapsed + shift, remaining=math.inf if j.job_id == c else 0
+            )
+            for j in snap_jobs
+        ),
+    )
+    expected = wasted_cycles(at_reclaim, chosen, 30.0).total
+    assert finished["data"]["wasted_cycles"] == pytest.approx(expected)
+    assert expected > 30.0  # (elapsed + GP) x 1 node for C
+    mark(expdir, "A")
+    assert wait_for("A to complete", lambda: sacct(expdir, a).get("state") == "COMPLETED", 60)
+
+
+# -- acceptance 3 and 4 (tokens, stale PV, bad requests): the reference client ----------------
+def test_reference_client_takes_nodes_from_a_full_partition_without_losing_a_job(
+    leaves_pool_idle: Path, ptc: Any
+) -> None:
+    expdir = leaves_pool_idle
+    jobs = start_one_by_one(expdir, [until_mark("R", then="sleep 2")] * 4)
+    assert sorted(node for _, node in jobs) == NODES
+    wait_for_pv_covering(expdir, NODES)
+    held_by_slurm = sorted(n for n, o in owners(expdir).items() if o == "slurm")
+    assert held_by_slurm == NODES
+
+    # a wrong token gets 401; a partition releasing another's node gets 403
+    with manager(expdir) as admin:
+        url = admin.url
+        transport = admin._http._transport  # the same SSH forward, another token
+        with pytest.raises(Unauthenticated):
+            ManagerClient(url, "not-a-token", transport=transport).status()
+    with manager(expdir, "ref") as ref, pytest.raises(Forbidden):
+        ref.delete_nodes("ref", ["node-0"])
+
+    # a stale PV is refused: stop the client's PV loop, store a vector 200 s old
+    ssh(expdir, "head", "systemctl stop ptc-elastic-slurm-client")
+    try:
+        with manager(expdir) as admin:
+            admin.set_values(
+                "slurm", dict.fromkeys(NODES, 0.5), policy="LIFO", at=time.time() - 200
+            )
+            with pytest.raises(Conflict, match="stale"):
+                admin.reclaim("slurm", 1, 30)
+            assert admin.status()["reclamations"] == []
+    finally:
+        ssh(expdir, "head", "systemctl start ptc-elastic-slurm-client")
+    wait_for_pv_covering(expdir, NODES)
+
+    # bad requests name the field and change nothing
+    before = owners(expdir), len(events(expdir, "reclamation-started"))
+    for args, field in (
+        (["reclaim", NAME, "--count", "9", "--grace", "30"], "count"),
+        (["reclaim", NAME, "--count", "1", "--grace", "-5"], "grace"),
+        (["reclaim", NAME, "--count", "1", "--grace", "5", "--partition", "nope"], "partition"),
+        (["release", NAME, "node-99"], "nodes"),
+        (["acquire", NAME, "--count", "9"], "count"),
+    ):
+        proc = ptc("elastic", *args)
+        assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+        assert field in proc.stderr, (args, proc.stderr)
+    assert (owners(expdir), len(events(expdir, "reclamation-started"))) == before
+
+    # the reference client acquires 2 nodes from an empty pool: Slurm gives 2 back
+    proc = ptc("elastic", "acquire", NAME, "--count", "2", "--grace", "20", "--wait", "180")
+    assert proc.returncode == 0, proc.stderr
+    held = owners(expdir)
+    taken = sorted(n for n, o in held.items() if o == "ref")
+    assert len(taken) == 2 and sorted(n for n, o in held.items() if o == "slurm") == sorted(
+        set(NODES) - set(taken)
+    )
+    nodes = wait_for(
+        "Slurm to see the taken nodes drained for ref",
+        lambda: (
+            all((s := slurm_nodes(expdir))[n][1] == "ptc: held by partition ref" for n in taken)
+            and s
+        ),
+        30,
+    )
+    assert all(nodes[n][0].startswith("drain") and nodes[n][0].endswith("~") for n in taken)
+    status = ptc("elastic", "status", NAME)
+    assert status.returncode == 0 and "ref" in status.stdout, status.stderr
+    # no job is lost: the two requeued jobs run on the nodes Slurm kept once the others end
+    mark(expdir, "R")
+    for job_id, _ in jobs:
+        assert wait_for(
+            f"job {job_id} to complete",
+            lambda j=job_id: sacct(expdir, j).get("state") == "COMPLETED",
+            240,
+        )
+    proc = ptc("elastic", "release", NAME, *taken)
+    assert proc.returncode == 0, proc.stderr
+    log = ptc("elastic", "events", NAME)
+    assert log.returncode == 0 and "wasted cycles" in log.stdout
+
+
+# -- acceptance 4: resume failures ----------------------------------------------------------
+NEVER_REGISTERS = "/etc/systemd/system/slurmd.service.d/zz-ptc-test-never-registers.conf"
+
+
+def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path) -> None:
+    expdir = leaves_pool_idle
+    # node-3: the resume playbook fails (slurmd is masked); node-2: slurmd "starts" but never
+    # registers, so Slurm gives up at ResumeTimeout and runs ResumeFailProgram
+    ssh(expdir, "node-3", "systemctl mask slurmd")
+    ssh(
+        expdir,
+        "node-2",
+        f"mkdir -p {Path(NEVER_REGISTERS).parent} && printf '[Service]\\nExecStart=\\n"
+        f"ExecStart=/bin/sleep infinity\\n' > {NEVER_REGISTERS} && systemctl daemon-reload",
+    )
+    try:
+        failing = sbatch(expdir, "-N1 -w node-3", "true")
+        silent = sbatch(expdir, "-N1 -w node-2", "true")
+        down = wait_for(
+            "node-3 DOWN with the failed task",
+            lambda: (s := slurm_nodes(expdir))["node-3"][0].startswith("down") and s,
+            180,
+        )
+        reason = down["node-3"][1]
+        assert "ptc resume: configure failed: task 'elastic : Start slurmd' failed" in reason
+        assert "masked" in reason
+        assert owners(expdir)["node-3"] is None
+        assert job(expdir, failing)["JobState"] == "PENDING"  # requeued, not lost
+        down = wait_for(
+            "node-2 DOWN after ResumeTimeout",
+            lambda: (s := slurm_nodes(expdir))["node-2"][0].startswith("down") and s,
+            240,
+        )
+        assert owners(expdir)["node-2"] is None
+        assert job(expdir, silent)["JobState"] == "PENDING"
+        fail_log = ssh(
+            expdir, "head", "grep -c 'resume-fail' /var/log/ptc-elastic/slurm-hooks.log || true"
+        )
+        assert int(fail_log.stdout.strip() or 0) >= 1, "ResumeFailProgram never ran"
+    finally:
+        ssh(expdir, "node-3", "systemctl unmask slurmd", check=False)
+        ssh(
+            expdir,
+            "node-2",
+            f"rm -f {NEVER_REGISTERS}; systemctl daemon-reload; systemctl stop slurmd",
+            check=False,
+        )
+    # repaired, the nodes are resumed by hand and the requeued jobs complete
+    ssh(expdir, "head", "scontrol update nodename=node-[2-3] state=resume")
+    for job_id in (failing, silent):
+        assert wait_for(
+            f"job {job_id} to complete",
+            lambda j=job_id: sacct(expdir, j).get("state") == "COMPLETED",
+            240,
+        )
+
+
+def test_tokens_never_reach_the_deploy_logs(cluster: Path) -> None:
+    tokens = ssh(cluster, "head", "cat /etc/ptc-elastic/tokens/*.token").stdout.split()
+    assert len(tokens) >= 3
+    runs = cluster / "runs"
+    for path in runs.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert not any(t in text for t in tokens), f"a token is in {path}"
