@@ -9,6 +9,8 @@ the administrator, by default).
 from __future__ import annotations
 
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -16,8 +18,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli.render import progress
 from elastic.configserver.access import open_experiment
 from elastic.configserver.cluster import cluster_status, list_keys
+from elastic.configserver.restore import restore
+from elastic.configserver.snapshot import S3Location, fetch, list_snapshots, take
 from elastic.errors import InputError, PtcError
 
 app = typer.Typer(no_args_is_help=True)
@@ -140,3 +145,97 @@ def list_(
 def _check_key(key: str) -> None:
     if not key.startswith("/"):
         raise InputError(f"key {key!r}: keys start with '/' (e.g. /ptc/manager/)")
+
+
+Bucket = Annotated[
+    str,
+    typer.Option("--bucket", envvar="PTC_SNAPSHOT_BUCKET", help="S3 bucket (versioning on)"),
+]
+EndpointUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint-url",
+        envvar="AWS_ENDPOINT_URL",
+        help="S3 endpoint (default: AWS; locally, moto's server — a fake of S3)",
+    ),
+]
+Prefix = Annotated[str, typer.Option("--prefix", help="key prefix in the bucket")]
+Cluster = Annotated[
+    str | None,
+    typer.Option("--cluster", help="whose snapshots (default: the experiment's own name)"),
+]
+
+
+def _location(bucket: str, endpoint_url: str | None, prefix: str) -> S3Location:
+    return S3Location(bucket=bucket, prefix=prefix, endpoint_url=endpoint_url)
+
+
+@app.command("snapshot")
+def snapshot(
+    name: Name,
+    bucket: Bucket = "",
+    endpoint_url: EndpointUrl = None,
+    prefix: Prefix = "ptc-etcd/",
+) -> None:
+    """Snapshot the configuration server into a new version of its S3 object."""
+    loc = _location(bucket, endpoint_url, prefix)
+    with open_experiment(name) as client, progress(console) as on_event:
+        info = take(client, loc, name, on_event=on_event)
+    console.print(
+        f"{info.key} version {info.version_id}: {info.size} bytes, sha256 {info.sha256}, "
+        f"revision {info.revision}",
+        highlight=False,
+    )
+
+
+@app.command("snapshots")
+def snapshots(
+    name: Name,
+    bucket: Bucket = "",
+    endpoint_url: EndpointUrl = None,
+    prefix: Prefix = "ptc-etcd/",
+    cluster: Cluster = None,
+) -> None:
+    """The snapshots kept for a cluster, newest first."""
+    found = list_snapshots(_location(bucket, endpoint_url, prefix), cluster or name)
+    table = Table(title=f"snapshots of {cluster or name}")
+    for column in ("version", "taken (UTC)", "bytes", "revision", "sha256"):
+        table.add_column(column)
+    for info in found:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(info.taken_at))
+        table.add_row(
+            info.version_id + (" (latest)" if info.latest else ""),
+            when,
+            str(info.size),
+            str(info.revision),
+            info.sha256[:16],
+        )
+    console.print(table)
+
+
+@app.command("restore")
+def restore_(
+    name: Name,
+    bucket: Bucket = "",
+    endpoint_url: EndpointUrl = None,
+    prefix: Prefix = "ptc-etcd/",
+    cluster: Cluster = None,
+    version: Annotated[
+        str | None, typer.Option("--version", help="S3 version id (default: the latest)")
+    ] = None,
+) -> None:
+    """Replace the configuration server's data with a snapshot from S3 (checksum checked)."""
+    loc = _location(bucket, endpoint_url, prefix)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "snapshot.db"
+        info = fetch(loc, cluster or name, path, version)
+        console.print(
+            f"{info.key} version {info.version_id}: sha256 verified, revision {info.revision}",
+            highlight=False,
+        )
+        with progress(console) as on_event:
+            result = restore(name, path, on_event=on_event)
+    console.print(
+        f"restored {', '.join(result.members)} in {result.elapsed_s:.1f} s; "
+        f"revision now {result.revision}"
+    )

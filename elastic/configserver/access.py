@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from elastic.configserver.client import Credentials, Endpoint, EtcdClient
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.testbed import experiment as experiments
@@ -50,6 +48,8 @@ def _inventory(exp: Experiment) -> dict[str, Any]:
         raise NotFoundError(
             f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
         )
+    import yaml  # here: nodes use this module without PyYAML
+
     data = yaml.safe_load(exp.inventory_path.read_text()) or {}
     return dict(data.get("all", {}))
 

@@ -140,6 +140,13 @@ class TxnResult:
 
 
 @dataclass(frozen=True)
+class SnapshotStream:
+    size: int
+    sha256: str  # of the bytes written
+    member: str
+
+
+@dataclass(frozen=True)
 class Member:
     id: int
     name: str
@@ -563,8 +570,8 @@ class EtcdClient:
             errors=[str(e) for e in got.get("errors", [])],
         )
 
-    def snapshot(self, out: IO[bytes], endpoint: Endpoint | None = None) -> tuple[int, str]:
-        """Stream a snapshot of the whole keyspace into ``out``: (bytes, sha256 hex).
+    def snapshot(self, out: IO[bytes], endpoint: Endpoint | None = None) -> SnapshotStream:
+        """Stream a snapshot of the whole keyspace into ``out``.
 
         The stream ends with etcd's own SHA-256 of the database, which a restore checks.
         """
@@ -579,7 +586,7 @@ class EtcdClient:
                 out.truncate()
         raise Unavailable("snapshot: no member could send one: " + "; ".join(failures))
 
-    def _snapshot_from(self, ep: Endpoint, out: IO[bytes]) -> tuple[int, str]:
+    def _snapshot_from(self, ep: Endpoint, out: IO[bytes]) -> SnapshotStream:
         token = self._token_for(ep)
         conn = self._conn(ep)
         headers = {"Content-Type": "application/json"}
@@ -613,7 +620,7 @@ class EtcdClient:
             self._drop(ep)
         if resp.status != 200 or size == 0:
             raise _Retry(f"{ep.label}: snapshot answered HTTP {resp.status} with {size} bytes")
-        return size, digest.hexdigest()
+        return SnapshotStream(size, digest.hexdigest(), ep.label)
 
 
 class _Retry(Exception):

@@ -1,6 +1,6 @@
 """A real etcd (Debian's etcd-server) on loopback, set up the way the etcd role sets up a member:
 TLS only with a throwaway CA, client certificates without a common name, JWT tokens, and users
-and roles applied by the role's own ``ptc-etcd-auth``. No stand-in: the client and the store are
+and roles applied by the role's own ``ptc-etcd-admin``. No stand-in: the client and the store are
 tested against etcd itself.
 """
 
@@ -28,7 +28,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from elastic import paths
 from elastic.configserver.client import Credentials, Endpoint, EtcdClient
 
-AUTH_SCRIPT = paths.REPO_ROOT / "roles" / "etcd" / "files" / "ptc-etcd-auth"
+AUTH_SCRIPT = paths.REPO_ROOT / "roles" / "etcd" / "files" / "ptc-etcd-admin"
 USERS = ("root", "manager", "partition-a")
 ROLES = [
     {"name": "manager", "permissions": [{"prefix": "/ptc/manager/", "access": "readwrite"}]},
@@ -227,7 +227,7 @@ def start_etcd(
 
 
 def apply_auth(server: EtcdServer, roles: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
-    """Run the role's ptc-etcd-auth against the server; what it changed."""
+    """Run the role's ptc-etcd-admin against the server; what it changed."""
     spec = {
         "endpoint": server.url,
         "cacert": str(server.pki / "ca.crt"),
@@ -255,6 +255,6 @@ def apply_auth(server: EtcdServer, roles: Sequence[Mapping[str, Any]] | None = N
         check=False,
     )
     if out.returncode != 0:
-        raise RuntimeError(f"ptc-etcd-auth failed: {out.stderr}")
+        raise RuntimeError(f"ptc-etcd-admin failed: {out.stderr}")
     changed: list[str] = json.loads(out.stdout)["changed"]
     return changed

@@ -1,12 +1,16 @@
-"""The role's ptc-etcd-auth against a real etcd: it converges, changes nothing the second time,
-and takes back a grant that is not in the desired state."""
+"""The role's ptc-etcd-admin against a real etcd: users and roles converge, nothing changes the
+second time, a grant not in the desired state is taken back; secrets are kept once."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from etcd_env import ROLES, apply_auth, start_etcd
+from etcd_env import AUTH_SCRIPT, ROLES, EtcdServer, apply_auth, start_etcd
 
 from elastic.configserver.errors import PermissionDenied
 
@@ -38,3 +42,35 @@ def test_auth_converges_and_revokes_extra_grants(pki: Path, tmp_path: Path) -> N
             manager.get("/ptc/extra/k")
     finally:
         server.stop()
+
+
+def admin(server: EtcdServer, request: dict[str, Any]) -> dict[str, Any]:
+    spec = {
+        "endpoint": server.url,
+        "cacert": str(server.pki / "ca.crt"),
+        "cert": str(server.pki / "clients" / "root.crt"),
+        "key": str(server.pki / "clients" / "root.key"),
+        "root_password": (server.pki / "users" / "root.password").read_text(),
+        **request,
+    }
+    out = subprocess.run(
+        [sys.executable, str(AUTH_SCRIPT)],
+        input=json.dumps(spec), capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    answer: dict[str, Any] = json.loads(out.stdout)
+    return answer
+
+
+def test_secrets_are_kept_once_and_read_back(etcd: EtcdServer) -> None:
+    prefix = "/ptc/secrets/test-keep/"
+    first = admin(etcd, {"action": "secrets-put", "prefix": prefix, "secrets": {"k": "one"}})
+    assert first == {"changed": ["k"]}
+    # The first copy is the cluster's: a later, different value does not replace it.
+    again = admin(
+        etcd, {"action": "secrets-put", "prefix": prefix, "secrets": {"k": "two", "j": "x"}}
+    )
+    assert again == {"changed": ["j"]}
+    got = admin(etcd, {"action": "secrets-get", "prefix": prefix})
+    assert got == {"secrets": {"k": "one", "j": "x"}}
+    with etcd.client("partition-a") as part, pytest.raises(PermissionDenied):
+        part.get(prefix + "k")

@@ -149,8 +149,8 @@ def test_snapshot_is_etcds_own(etcd: EtcdServer, prefix: str, tmp_path: Path) ->
         c.put(prefix + "snap", "in the snapshot")
         path = tmp_path / "snap.db"
         with path.open("wb") as out:
-            size, digest = c.snapshot(out)
-    assert size == path.stat().st_size > 0 and len(digest) == 64
+            snap = c.snapshot(out)
+    assert snap.size == path.stat().st_size > 0 and len(snap.sha256) == 64
     # etcdctl checks the hash etcd appends, and counts the keys.
     status = subprocess.run(
         ["etcdctl", "snapshot", "status", str(path), "-w", "json"],
