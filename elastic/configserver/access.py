@@ -5,8 +5,7 @@ From a workstation, the credentials are the controller's PKI directory the etcd 
 ``config_server`` hosts. Their LAN addresses are not reachable from outside the experiment (a
 namespace locally, a private LAN on CloudLab), so :func:`open_experiment` carries the client
 ports over one SSH connection to a node, with local forwards, and checks each member's
-certificate under the member's own name. On a node, :func:`open_node` reads
-``/etc/ptc/etcd`` and talks to the members' LAN addresses directly.
+certificate under the member's own name. On a node, see :mod:`elastic.configserver.node`.
 """
 
 from __future__ import annotations
@@ -21,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from elastic.configserver.client import Credentials, Endpoint, EtcdClient
-from elastic.errors import InputError, NotFoundError, PtcError
+from elastic.errors import NotFoundError, PtcError
 from elastic.testbed import experiment as experiments
 from elastic.testbed.experiment import Experiment
 
 GROUP = "config_server"
 CLIENT_PORT = 2379
-NODE_CLIENT_DIR = Path("/etc/ptc/etcd")
 TUNNEL_WAIT_S = 20.0
 
 
@@ -180,21 +178,3 @@ def open_experiment(
             tunnel.close()
         return
     raise PtcError(f"experiment {name!r}: no node could carry the connection: {'; '.join(errors)}")
-
-
-def node_endpoints(directory: Path = NODE_CLIENT_DIR) -> list[Endpoint]:
-    path = directory / "endpoints"
-    if not path.is_file():
-        raise NotFoundError(f"{path} does not exist: this node is no configuration-server client")
-    endpoints = []
-    for line in path.read_text().split():
-        host = line.split("//", 1)[-1].rsplit(":", 1)[0]
-        endpoints.append(Endpoint(line, host, host))
-    if not endpoints:
-        raise InputError(f"{path}: no endpoint listed")
-    return endpoints
-
-
-def open_node(user: str, directory: Path = NODE_CLIENT_DIR, timeout: float = 5.0) -> EtcdClient:
-    """A client on a node of the cluster, with the credentials the etcd role installed."""
-    return EtcdClient(node_endpoints(directory), Credentials.from_dir(directory, user), timeout)

@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from elastic.configserver.access import NODE_CLIENT_DIR, open_node
 from elastic.configserver.client import (
     EtcdClient,
     compare_mod_revision,
@@ -31,6 +30,7 @@ from elastic.configserver.client import (
     parse_range,
 )
 from elastic.configserver.errors import Indeterminate
+from elastic.configserver.node import NODE_CLIENT_DIR, open_node
 from elastic.errors import InputError, PtcError
 from elastic.manager.errors import RevisionConflict
 

@@ -142,3 +142,25 @@ def test_missing_bucket_and_unreachable_endpoint(s3_endpoint: str) -> None:
         check_bucket(dead)
     with pytest.raises(InputError, match="--bucket"):
         S3Location(bucket="").client()
+
+
+def test_timer_job_snapshots_from_the_leader(
+    etcd: EtcdServer, s3_endpoint: str, tmp_path: Path
+) -> None:
+    """The job the members' timer runs, with a node's /etc/ptc/etcd layout."""
+    loc = bucket(s3_endpoint, "timer")
+    node_dir = tmp_path / "etc-ptc-etcd"
+    node_dir.mkdir()
+    shutil.copy(etcd.pki / "ca.crt", node_dir / "ca.crt")
+    for ext, sub in (("crt", "clients"), ("key", "clients"), ("password", "users")):
+        shutil.copy(etcd.pki / sub / f"root.{ext}", node_dir / f"root.{ext}")
+    (node_dir / "endpoints").write_text(etcd.url + "\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "elastic.configserver.snapshot_job", "--only-leader",
+         "--bucket", "timer", "--cluster", "demo", "--endpoint-url", s3_endpoint,
+         "--credentials", str(node_dir), "--local-endpoint", etcd.url],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [info] = list_snapshots(loc, "demo")
+    assert info.version_id in out.stdout and info.sha256 in out.stdout
