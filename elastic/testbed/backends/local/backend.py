@@ -24,7 +24,15 @@ from elastic import atomic, paths
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
 from elastic.testbed import rspec
-from elastic.testbed.backends.local import DOMAIN, etc_hosts, features, image, network, podman
+from elastic.testbed.backends.local import (
+    DOMAIN,
+    etc_hosts,
+    features,
+    image,
+    links,
+    network,
+    podman,
+)
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 from elastic.testbed.topology import Login, Node, Topology
@@ -71,6 +79,7 @@ class LocalBackend:
         features.check(request, self.report)  # refuse what cannot be built, before building
         ref = image.ensure(on_event=self.on_event)
         wires = network.plan(request)
+        links.plan(request, wires)  # a shaping the testbed cannot do fails before anything exists
         try:
             return self._create(exp, request, ref, wires)
         except BaseException:
@@ -84,6 +93,8 @@ class LocalBackend:
         left = podman.containers_of(exp.name)
         if left:
             raise TestbedError(f"could not remove containers of {exp.name!r}: {', '.join(left)}")
+        links.stop(exp.dir)
+        links.stop_strays(exp.name)
         network.delete_namespace(exp.name)
 
     def status(self, exp: Experiment) -> dict[str, str]:
@@ -93,6 +104,11 @@ class LocalBackend:
         for node in nodes:
             info = podman.inspect(container_name(exp.name, node))
             states[node] = "missing" if info is None else str(info["State"]["Status"])
+        for emulator in links.check(exp.dir):
+            if not emulator.running and emulator.node in states:
+                states[emulator.node] += (
+                    f", link emulator of {emulator.device} not running (pid {emulator.pid})"
+                )
         return states
 
     def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
@@ -104,9 +120,10 @@ class LocalBackend:
         features.check(request, self.report, {n.client_id for n in change.added}, links=False)
         current = rspec.parse_manifest(exp.manifest())
         # Bridges are named by the manifest's link order; keep it.
-        links = {lk.client_id: lk for lk in request.links}
-        request = replace(request, links=[links[lk.client_id] for lk in current.links])
+        by_id = {lk.client_id: lk for lk in request.links}
+        request = replace(request, links=[by_id[lk.client_id] for lk in current.links])
         wires = network.plan(request)
+        links.plan(request, wires)
         started = self._add_nodes(exp, request, change.added, wires) if change.added else {}
         try:
             running = {n.client_id: n for n in current.nodes}
@@ -217,9 +234,13 @@ class LocalBackend:
         wires: list[network.Wire],
         started: dict[str, Started],
     ) -> None:
+        shaped = links.plan(request, wires)
+        detoured = {s.wire.interface for s in shaped}
         for wire in wires:
-            network.attach(exp.name, wire, started[wire.node].pid)
-        self._shape(exp, request, wires)
+            network.attach(
+                exp.name, wire, started[wire.node].pid, bridge=wire.interface not in detoured
+            )
+        links.apply(exp.dir, exp.name, shaped, {n: s.pid for n, s in started.items()})
 
     def _prepare_nodes(
         self,
@@ -253,6 +274,7 @@ class LocalBackend:
         names = [n for n in names if podman.inspect(n) is not None]
         if names:
             podman.run("rm", "--force", "--time", "0", *names)
+        links.release(exp.dir, exp.name, nodes)
         for node in nodes:
             shutil.rmtree(exp.node_dir(node), ignore_errors=True)
 
@@ -317,13 +339,6 @@ class LocalBackend:
             sliver_id=f"urn:publicid:IDN+{DOMAIN}+sliver+{exp.name}-{node.client_id}",
             login=Login(hostname="127.0.0.1", port=port, username="root"),
         )
-
-    def _shape(self, exp: Experiment, request: Topology, wires: list[network.Wire]) -> None:
-        for index, link in enumerate(request.links):
-            if link.bandwidth_kbps:
-                network.shape(
-                    exp.name, [w for w in wires if w.lan_index == index], link.bandwidth_kbps
-                )
 
     def _wait_for_execute(self, exp: Experiment, nodes: list[Node]) -> None:
         deadline = time.monotonic() + EXECUTE_TIMEOUT

@@ -3,7 +3,8 @@
 Each LAN of the RSpec becomes a bridge in the namespace ``ptc-<experiment>``; each interface a veth
 pair with one end on that bridge and the other, renamed ethN, inside the node's container. Because
 every experiment has its own namespace, two experiments can use the same 10.10.1.0/24 without
-seeing each other, and deleting the namespace removes every bridge and veth at once.
+seeing each other, and deleting the namespace removes every bridge and veth at once. An
+interface the RSpec shapes takes a detour on its way to the bridge (``links``).
 """
 
 from __future__ import annotations
@@ -65,31 +66,39 @@ def plan(topology: Topology) -> list[Wire]:
 
 def create_namespace(experiment: str, lan_count: int) -> None:
     ns = namespace(experiment)
-    _ip("netns", "add", ns)
-    _ip("-n", ns, "link", "set", "lo", "up")
+    ip("netns", "add", ns)
+    ip("-n", ns, "link", "set", "lo", "up")
     for index in range(lan_count):
-        _ip("-n", ns, "link", "add", f"lan{index}", "type", "bridge")
-        _ip("-n", ns, "link", "set", f"lan{index}", "up")
+        ip("-n", ns, "link", "add", f"lan{index}", "type", "bridge")
+        ip("-n", ns, "link", "set", f"lan{index}", "up")
 
 
-def attach(experiment: str, wire: Wire, pid: int) -> None:
-    """Plug one interface of the container with init ``pid`` into its LAN's bridge."""
+def tag(experiment: str, interface: str) -> str:
+    """A short, stable name part for one interface's devices in the namespace."""
+    return hashlib.sha1(f"{experiment}/{interface}".encode()).hexdigest()[:8]
+
+
+def attach(experiment: str, wire: Wire, pid: int, bridge: bool = True) -> None:
+    """Plug one interface of the container with init ``pid`` into its LAN's bridge.
+
+    With ``bridge=False`` the namespace end stays off the bridge, for ``links`` to shape."""
     ns = namespace(experiment)
-    tag = hashlib.sha1(f"{experiment}/{wire.interface}".encode()).hexdigest()[:8]
-    outer, inner = f"pv{tag}", f"pi{tag}"
-    _ip("link", "add", outer, "netns", ns, "type", "veth", "peer", "name", inner, "netns", str(pid))
-    _ip("-n", ns, "link", "set", outer, "master", f"lan{wire.lan_index}", "up")
-    _nsenter(pid, "ip", "link", "set", inner, "name", wire.device)
+    t = tag(experiment, wire.interface)
+    outer, inner = f"pv{t}", f"pi{t}"
+    ip("link", "add", outer, "netns", ns, "type", "veth", "peer", "name", inner, "netns", str(pid))
+    if bridge:
+        ip("-n", ns, "link", "set", outer, "master", f"lan{wire.lan_index}", "up")
+    nsenter(pid, "ip", "link", "set", inner, "name", wire.device)
     if wire.address:
-        _nsenter(pid, "ip", "addr", "add", f"{wire.address}/{wire.prefixlen}", "dev", wire.device)
-    _nsenter(pid, "ip", "link", "set", wire.device, "up")
+        nsenter(pid, "ip", "addr", "add", f"{wire.address}/{wire.prefixlen}", "dev", wire.device)
+    nsenter(pid, "ip", "link", "set", wire.device, "up")
 
 
 def delete_namespace(experiment: str) -> None:
     ns = namespace(experiment)
     proc = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
     if any(line.split()[0] == ns for line in proc.stdout.splitlines() if line.strip()):
-        _ip("netns", "delete", ns)
+        ip("netns", "delete", ns)
 
 
 def namespace_exists(experiment: str) -> bool:
@@ -101,41 +110,21 @@ def namespace_exists(experiment: str) -> bool:
     )
 
 
-def _ip(*args: str) -> None:
+def ip(*args: str) -> None:
+    """``ip ARGS``; a TestbedError with ip's message if it fails."""
     _check(["ip", *args])
 
 
-def _nsenter(pid: int, *cmd: str) -> None:
+def nsenter(pid: int, *cmd: str) -> None:
+    """Run ``cmd`` in the network namespace of process ``pid`` (a node's init)."""
     _check(["nsenter", "-t", str(pid), "-n", *cmd])
+
+
+def tc(ns: str, args: list[str]) -> None:
+    _check(["tc", "-n", ns, *args])
 
 
 def _check(cmd: list[str]) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise TestbedError(f"network set-up failed: `{' '.join(cmd)}`: {proc.stderr.strip()}")
-
-
-def shape(experiment: str, wires: list[Wire], kbps: int) -> None:
-    """Limit a LAN to the RSpec's bandwidth: a token bucket on each port of its bridge."""
-    ns = namespace(experiment)
-    for wire in wires:
-        tag = hashlib.sha1(f"{experiment}/{wire.interface}".encode()).hexdigest()[:8]
-        _check(
-            [
-                "tc",
-                "-n",
-                ns,
-                "qdisc",
-                "replace",
-                "dev",
-                f"pv{tag}",
-                "root",
-                "tbf",
-                "rate",
-                f"{kbps}kbit",
-                "burst",
-                "64kb",
-                "latency",
-                "50ms",
-            ]
-        )
