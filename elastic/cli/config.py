@@ -21,9 +21,12 @@ from rich.table import Table
 from elastic.cli.render import progress
 from elastic.configserver.access import open_experiment
 from elastic.configserver.cluster import cluster_status, list_keys
+from elastic.configserver.inventory import KEY as INVENTORY_KEY
+from elastic.configserver.inventory import publish
 from elastic.configserver.restore import restore
 from elastic.configserver.snapshot import S3Location, fetch, list_snapshots, take
 from elastic.errors import InputError, PtcError
+from elastic.testbed import experiment as experiments
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
@@ -239,3 +242,13 @@ def restore_(
         f"restored {', '.join(result.members)} in {result.elapsed_s:.1f} s; "
         f"revision now {result.revision}"
     )
+
+
+@app.command("publish")
+def publish_(name: Name) -> None:
+    """Publish the experiment's inventory (hosts, groups, host variables) in the configuration
+    server, where the ptc_etcd inventory plugin reads it on any node."""
+    exp = experiments.load(name)
+    with open_experiment(name) as client:
+        revision = publish(client, exp.inventory_path)
+    console.print(f"{INVENTORY_KEY} published at revision {revision}", highlight=False)
