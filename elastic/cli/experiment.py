@@ -1,4 +1,4 @@
-"""Experiment lifecycle commands: up, down, status, list, ssh, inventory."""
+"""Experiment lifecycle commands: up, modify, down, status, list, ssh, inventory, adopt."""
 
 from __future__ import annotations
 
@@ -119,7 +119,8 @@ def status(name: Annotated[str, typer.Argument(help="experiment name")]) -> None
     """Show an experiment's state and its nodes."""
     exp = experiments.load(name)
     console.print(
-        f"[bold]{exp.name}[/] testbed={exp.testbed} state={exp.state} profile={exp.profile}"
+        f"[bold]{exp.name}[/] testbed={exp.testbed} state={exp.state} "
+        + ("adopted from a saved manifest" if exp.adopted else f"profile={exp.profile}")
     )
     _print_nodes(exp)
 
@@ -170,18 +171,57 @@ def inventory(
     console.print(str(lifecycle.write_inventory(exp, user=user, groups=groups)))
 
 
+def adopt(
+    name: Annotated[str, typer.Argument(help="experiment name for ptc")],
+    manifest: Annotated[
+        Path, typer.Option("--manifest", "-m", help="the manifest RSpec saved from the portal")
+    ],
+    key: Annotated[
+        Path, typer.Option("--key", "-k", help="your private SSH key that the portal installed")
+    ],
+    testbed: Annotated[
+        str, typer.Option("--testbed", help="where the nodes run (group_vars)")
+    ] = "cloudlab",
+    replace: Annotated[
+        bool, typer.Option("--replace", help="give an adopted experiment a new manifest")
+    ] = False,
+    user: UserOpt = None,
+    group: GroupOpt = None,
+    groups_file: GroupsFileOpt = None,
+) -> None:
+    """Use an experiment made in the portal: register its saved manifest, build the inventory.
+
+    Nothing is created or contacted. `ptc deploy/verify/bench NAME` then work as after `ptc
+    up`; `ptc down NAME` only forgets it (terminate it in the portal)."""
+    groups = load_groups_file(groups_file) if groups_file is not None else {}
+    groups |= parse_groups(group)
+    exp = lifecycle.adopt(
+        name,
+        manifest,
+        key,
+        testbed=testbed,
+        user=user,
+        groups=groups,
+        replace_manifest=replace,
+    )
+    err_console.print(f"adopted {exp.name}: next `ptc deploy {exp.name}`")
+    _print_nodes(exp)
+
+
 def _print_nodes(exp: experiments.Experiment) -> None:
     if not exp.manifest_path.exists():
         return
     manifest = rspec.parse_manifest(exp.manifest())
-    states = lifecycle.backend_for(exp).status(exp)
+    # ptc holds no credentials for an adopted experiment's slice; the portal shows its state
+    states = {} if exp.adopted else lifecycle.backend_for(exp).status(exp)
     table = Table("node", "state", "ssh", "addresses")
     for node in manifest.nodes:
         login = (
             f"{node.login.username}@{node.login.hostname}:{node.login.port}" if node.login else "-"
         )
         addresses = " ".join(i.ip for i in node.interfaces if i.ip)
-        table.add_row(node.client_id, states.get(node.client_id, "?"), login, addresses)
+        state = states.get(node.client_id, "see portal" if exp.adopted else "?")
+        table.add_row(node.client_id, state, login, addresses)
     console.print(table)
 
 
@@ -193,3 +233,4 @@ def register(app: typer.Typer) -> None:
     app.command("list")(list_)
     app.command()(ssh)
     app.command()(inventory)
+    app.command()(adopt)

@@ -39,6 +39,9 @@ class Experiment:
     site: str | None = None
     created: float = field(default_factory=time.time)
     state: str = "creating"  # creating -> ready | failed; deleting
+    # Adopted: the nodes were made elsewhere (the portal) and ptc only reads their manifest, so
+    # `ptc down` forgets the experiment and never deletes a sliver it did not create.
+    adopted: bool = False
 
     @property
     def dir(self) -> Path:

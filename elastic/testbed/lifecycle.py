@@ -86,6 +86,12 @@ def modify(
     parameters, and stays usable."""
     report = Reporter("modify", on_event)
     exp = experiments.load(name)
+    if exp.adopted:
+        raise InputError(
+            f"experiment {name!r} was adopted from a saved manifest, so ptc cannot change its "
+            f"nodes: use the portal's Modify, save the new manifest, then "
+            f"`ptc adopt {name} --manifest FILE --key KEY --replace`"
+        )
     if exp.state != "ready":
         raise InputError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
     target = replace(exp, params=render.merge_params(exp.params, params))
@@ -117,6 +123,62 @@ def modify(
     return target, change
 
 
+def adopt(
+    name: str,
+    manifest_path: Path,
+    key: Path,
+    *,
+    testbed: str = "cloudlab",
+    user: str | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+    replace_manifest: bool = False,
+) -> Experiment:
+    """Register nodes made elsewhere (a portal experiment) from their saved manifest.
+
+    Nothing is created or contacted: the manifest is parsed (errors name the element), the
+    user's own private ``key`` (the one the portal installed) is linked, not copied, and the
+    inventory is built as after `ptc up`. With ``replace_manifest`` an adopted experiment takes
+    a new manifest, as after the portal's Modify."""
+    experiments.validate_name(name)
+    if testbed not in backends.names():
+        raise InputError(f"--testbed {testbed!r}: known testbeds are {', '.join(backends.names())}")
+    if not manifest_path.is_file():
+        raise NotFoundError(f"--manifest {str(manifest_path)!r} does not exist")
+    if not key.is_file():
+        raise NotFoundError(f"--key {str(key)!r} does not exist (the private key the portal has)")
+    manifest_xml = manifest_path.read_bytes()
+    topology = rspec.parse_manifest(manifest_xml)
+    if not topology.nodes:
+        raise InputError(f"--manifest {str(manifest_path)!r} describes no nodes")
+    if missing := [n.client_id for n in topology.nodes if n.login is None]:
+        raise InputError(
+            f"--manifest {str(manifest_path)!r}: no <login> for {', '.join(missing)}; "
+            "save the manifest of the running experiment, not the request"
+        )
+    if experiments.exists(name):
+        exp = experiments.load(name)
+        if not (replace_manifest and exp.adopted):
+            raise InputError(
+                f"experiment {name!r} already exists (testbed: {exp.testbed}); "
+                + (
+                    "--replace applies only to adopted experiments"
+                    if replace_manifest
+                    else "pass --replace to give an adopted experiment a new manifest"
+                )
+            )
+    else:
+        exp = Experiment(name=name, testbed=testbed, profile="", adopted=True)
+        exp.dir.mkdir(parents=True, exist_ok=False)
+    exp.key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    exp.key_path.unlink(missing_ok=True)
+    exp.key_path.symlink_to(key.resolve())
+    atomic.write_bytes(exp.manifest_path, manifest_xml)
+    exp.state = "ready"
+    exp.save()
+    write_inventory(exp, user=user, groups=groups)
+    return exp
+
+
 def write_inventory(
     exp: Experiment,
     *,
@@ -132,6 +194,13 @@ def write_inventory(
 
 def down(name: str, on_event: OnEvent | None = None) -> None:
     exp = experiments.load(name)
+    if exp.adopted:
+        Reporter("down", on_event).warning(
+            f"{name} was adopted: ptc forgets it, and its nodes keep running until you "
+            "terminate the experiment in the portal"
+        )
+        shutil.rmtree(exp.dir)
+        return
     exp.state = "deleting"
     exp.save()
     backend_for(exp, on_event).delete(exp)
