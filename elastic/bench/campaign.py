@@ -130,6 +130,10 @@ def job_script(campaign: Campaign, runs: Sequence[Run], *, array: bool) -> str:
     ]
     if campaign.partition:
         lines.append(f"#SBATCH --partition={campaign.partition}")
+    if campaign.exclusive:
+        lines.append("#SBATCH --exclusive")
+    if campaign.singleton:
+        lines.append("#SBATCH --dependency=singleton")
     if array:
         lines.append(f"#SBATCH --array=0-{len(runs) - 1}%{campaign.max_concurrent}")
     lines += ["set -u", 'task="${PTC_TASK:-${SLURM_ARRAY_TASK_ID:-0}}"', 'case "$task" in']

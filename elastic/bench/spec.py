@@ -13,6 +13,8 @@ A campaign file (YAML) names a benchmark, the levels of each factor, the repeats
     repeats: 3
     order: {randomize: true, seed: 6}
     slurm: {max_concurrent: 2, time_limit: "00:05:00"}
+    # also: exclusive (whole nodes per run), singleton (one run of the campaign at a time),
+    # arrays: false (one sbatch per run), user, partition, launcher
 
 Every combination of levels is a configuration; each configuration runs ``repeats`` times.
 Errors name the field (``factors.operator[2]``) and the file.
@@ -75,6 +77,8 @@ SCHEMA: dict[str, Any] = {
                 "time_limit": {"type": "string", "pattern": r"^(\d+-)?(\d+:)?\d+(:\d+)?$"},
                 "launcher": {"type": "string", "minLength": 1},
                 "arrays": {"type": "boolean"},
+                "exclusive": {"type": "boolean"},
+                "singleton": {"type": "boolean"},
             },
         },
     },
@@ -217,6 +221,10 @@ class Campaign:
     time_limit: str = "00:10:00"
     launcher: str = "srun --mpi=pmix"
     arrays: bool = True
+    # Whole nodes per run (sbatch --exclusive), and one run of the campaign at a time across
+    # all its arrays (--dependency=singleton): measurements that do not share cores.
+    exclusive: bool = False
+    singleton: bool = False
     source: str = "<campaign>"
 
     def configurations(self) -> list[dict[str, Any]]:
@@ -283,6 +291,8 @@ def parse(data: object, source: str = "<campaign>") -> Campaign:
         time_limit=slurm.get("time_limit", "00:10:00"),
         launcher=slurm.get("launcher", "srun --mpi=pmix"),
         arrays=bool(slurm.get("arrays", True)),
+        exclusive=bool(slurm.get("exclusive", False)),
+        singleton=bool(slurm.get("singleton", False)),
         source=source,
     )
 

@@ -47,14 +47,22 @@ class Settings:
     noise_bound: str = "sd"  # the bound applies to sigma_n ("sd") or to sigma_n^2 ("variance")
     isotropic: bool = True
     restarts: int = 2
-    # Random restarts on the first fits and every ``restart_every`` steps; the fits between
-    # start from the previous hyperparameters (warm) without restarts.
-    restart_every: int = 10
+    # Hyperparameters: optimised at every one of the first ``settle`` steps, then every
+    # ``optimize_every`` steps (the steps between keep them and only condition on the new
+    # run); random restarts on the first fits and every ``restart_every`` steps, warm-started
+    # optimisation otherwise. optimize_every=1 refits the hyperparameters at every step.
+    settle: int = 10
+    optimize_every: int = 5
+    restart_every: int = 20
+    # Stop a replay once its RMSE reaches the target (cost_to_target needs no more).
+    stop_at_target: bool = False
     active_fraction: float = 0.8
     target_ratio: float = 1.1
-    # CE penalises the predicted log cost (mu + log(cost/response), i.e. + log(cores) when the
-    # response is a time and the cost core-seconds) rather than mu alone.
+    # CE penalises the predicted log cost, mu + log(cores) (exact when the response is the
+    # run's time and the cost its core-seconds), rather than mu alone; False, or a dataset with
+    # no ``cores`` column, gives the thesis's sigma - C * mu.
     cost_aware: bool = True
+    cores: str = "cores"
 
     def model(self, seed: int) -> Model:
         return Model(self.min_noise, self.restarts, seed, self.isotropic, self.noise_bound)
@@ -98,7 +106,11 @@ def _rmse(model: Model, x: Array, log_y: Array) -> float:
 
 
 def refit(model: Model, x: Array, log_y: Array, step: int, settings: Settings) -> None:
-    """Fit with restarts at the start and every ``restart_every`` steps, warm in between."""
+    """Refit as ``settings`` says for this step (see :class:`Settings`)."""
+    every = max(1, settings.optimize_every)
+    if step >= settings.settle and step % every != 0:
+        model.fit(x, log_y, optimize=False)
+        return
     cold = step < 3 or settings.restart_every <= 1 or step % settings.restart_every == 0
     model.fit(x, log_y, warm=not cold and step > 0, restarts=None if cold else 0)
 
@@ -115,8 +127,9 @@ def replay(
     rng: np.random.Generator,
     steps: int,
     log_ratio: Array | None = None,
+    target: float | None = None,
 ) -> list[dict[str, float]]:
-    """One learning sequence; ``log_ratio`` is log(cost/response) per run, for CE."""
+    """One learning sequence; ``log_ratio`` (log cores per run) turns mu into CE's log cost."""
     model = settings.model(int(rng.integers(2**31)))
     train = [initial]
     pool = list(active)
@@ -133,7 +146,7 @@ def replay(
             "sd_pick": float("nan"),
         }
         out.append(record)
-        if step == steps or not pool:
+        if step == steps or not pool or (target is not None and record["rmse"] <= target):
             break
         mu, sd = model.predict(x[pool])
         log_cost = mu + log_ratio[pool] if log_ratio is not None else None
@@ -159,8 +172,11 @@ def evaluate(
     x = feats.transform(data)
     log_y = np.log(data[settings.response].to_numpy(dtype=float))
     cost = data[settings.cost].to_numpy(dtype=float)
-    response = data[settings.response].to_numpy(dtype=float)
-    log_ratio = np.log(cost / response) if settings.cost_aware else None
+    log_ratio = (
+        np.log(data[settings.cores].to_numpy(dtype=float))
+        if settings.cost_aware and settings.cores in data.columns
+        else None
+    )
     total = settings.repeats * len(rules)
     report.begin(
         f"{len(data)} runs, {feats.dimensions} feature dims ({', '.join(feats.columns)})",
@@ -176,12 +192,25 @@ def evaluate(
         full = settings.model(settings.seed + repeat)
         everything = np.concatenate([[initial], active])
         full.fit(x[everything], log_y[everything])
-        refs.append({"repeat": repeat, "rmse_all": _rmse(full, x[test], log_y[test])})
+        rmse_all = _rmse(full, x[test], log_y[test])
+        refs.append({"repeat": repeat, "rmse_all": rmse_all})
         for rule_index, rule in enumerate(rules):
             # Each (repeat, rule) has its own stream, so adding a rule changes no other result.
             rng = np.random.default_rng([settings.seed, repeat, rule_index, 7])
+            target = rmse_all * settings.target_ratio if settings.stop_at_target else None
             records = replay(
-                x, log_y, cost, rule, initial, active, test, settings, rng, steps, log_ratio
+                x,
+                log_y,
+                cost,
+                rule,
+                initial,
+                active,
+                test,
+                settings,
+                rng,
+                steps,
+                log_ratio,
+                target,
             )
             for rec in records:
                 rows.append({"rule": rule.label, "repeat": repeat, **rec})

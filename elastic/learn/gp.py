@@ -24,8 +24,10 @@ The model (scikit-learn's ``GaussianProcessRegressor``):
 
 Refitting after each new point may start from the previous fit's hyperparameters
 (``fit(..., warm=True)``): the optimiser then starts where the last one ended, and the random
-restarts can be spent only every few steps (the thesis, §7.4, names "the number of retries in
-the fit optimizer" as the knob for the cost of repeated fitting).
+restarts can be spent only every few steps; or keep the hyperparameters for a step and only
+condition on the new point (``optimize=False``). The thesis (§7.4) names "the number of
+retries in the fit optimizer" as the knob for the cost of repeated fitting; the offline replay
+(``elastic.learn.evaluate.Settings``) says how often each is done.
 
 Predictions are in log space: ``mu`` is the predicted log response, ``sigma`` its standard
 deviation (of the latent function, without the noise, as the thesis's sigma_f(x)).
@@ -43,10 +45,21 @@ from numpy.typing import NDArray
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, WhiteKernel
+from threadpoolctl import threadpool_limits
 
 from elastic.errors import InputError
 
 Array = NDArray[np.float64]
+
+
+def single_threaded_blas() -> threadpool_limits:
+    """BLAS on one thread for the duration of a ``with`` block.
+
+    The matrices here are small (hundreds of points): a multithreaded BLAS spends more on
+    its threads than on the arithmetic, and on a busy machine it is several times slower
+    (measured: 40 replay steps in 25 s with OpenBLAS's threads, 4 s with one).
+    """
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 @dataclass
@@ -128,26 +141,36 @@ class Model:
         ) + WhiteKernel(noise_level=max(noise_floor, 0.05), noise_level_bounds=(noise_floor, 1e1))
 
     def fit(
-        self, x: Array, log_y: Array, *, warm: bool = False, restarts: int | None = None
+        self,
+        x: Array,
+        log_y: Array,
+        *,
+        warm: bool = False,
+        restarts: int | None = None,
+        optimize: bool = True,
     ) -> Model:
         """Fit the hyperparameters to (x, log_y) by maximising the LML.
 
         ``warm`` starts the optimiser from the previous fit's hyperparameters (same bounds);
         ``restarts`` overrides the number of extra random starts for this fit.
+        ``optimize=False`` keeps the previous fit's hyperparameters and only conditions the GP
+        on the new data (a Cholesky factorisation, no LML search).
         """
         if len(x) == 0:
             raise InputError("cannot fit a model on no data")
         # Centre the log response so the zero-mean prior sits in the data; keep its scale, so
         # the noise bound is in log units of the response.
         self._offset = float(np.mean(log_y))
-        start = self._gp.kernel_ if warm and self._gp is not None else self.kernel(x.shape[1])
+        keep = (warm or not optimize) and self._gp is not None
+        start = self._gp.kernel_ if keep and self._gp is not None else self.kernel(x.shape[1])
         gp = GaussianProcessRegressor(
             kernel=start,
             n_restarts_optimizer=self.restarts if restarts is None else restarts,
             normalize_y=False,
             random_state=self.seed,
+            optimizer="fmin_l_bfgs_b" if optimize or self._gp is None else None,
         )
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), single_threaded_blas():
             warnings.simplefilter("ignore", ConvergenceWarning)
             gp.fit(x, log_y - self._offset)
         self._gp = gp
@@ -157,7 +180,8 @@ class Model:
         """(mu, sigma) of the latent log response at ``x`` (sigma excludes the noise term)."""
         if self._gp is None:
             raise InputError("the model is not fitted")
-        mean, cov_std = self._gp.predict(x, return_std=True)
+        with single_threaded_blas():
+            mean, cov_std = self._gp.predict(x, return_std=True)
         # return_std includes the WhiteKernel's noise: remove it to get sigma of f(x).
         noise = float(self.noise_variance)
         var = np.maximum(np.asarray(cov_std, dtype=float) ** 2 - noise, 1e-12)
