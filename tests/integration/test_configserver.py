@@ -128,6 +128,86 @@ def test_a_wiped_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -> N
     assert job.returncode == 0 and job.stdout.strip() == "node-0", job.stderr
 
 
+def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
+    assert not check or proc.returncode == 0, f"podman {' '.join(args)}: {proc.stderr}"
+    return proc
+
+
+def leader(name: str) -> str:
+    from elastic.configserver.access import open_experiment
+    from elastic.configserver.cluster import cluster_status
+
+    with open_experiment(name) as client:
+        found = cluster_status(client).leader
+    assert found, f"{name}: no leader"
+    return found
+
+
+def test_faults_lose_no_acknowledged_write(cluster: Path) -> None:
+    """Acceptance 2: three clients on node-0, ~1000 operations, while the leader's node is
+    frozen, a minority member is cut off the LAN, and a member restarts."""
+    from elastic.configserver.access import open_experiment
+    from elastic.configserver.faults import check, final_state, load, unavailability
+
+    creds = "/tmp/cfg-faults"
+    pki = cluster / "inventory" / "pki" / "etcd"
+    ssh(cluster, "node-0", f"rm -rf {creds} && mkdir -m 700 {creds}")
+    files = [pki / "ca.crt", *(pki / "clients" / f"root.{e}" for e in ("crt", "key"))]
+    files.append(pki / "users" / "root.password")
+    subprocess.run(
+        ["scp", "-q", "-F", str(cluster / "inventory" / "ssh_config"), *map(str, files),
+         f"node-0:{creds}/"],
+        check=True, timeout=60,
+    )  # fmt: skip
+    endpoints = " ".join(f"https://{m}:2379" for m in MEMBERS)
+    ssh(cluster, "node-0", f"printf '%s\\n' {endpoints} > {creds}/endpoints")
+    workload = subprocess.Popen(
+        ["ssh", "-F", str(cluster / "inventory" / "ssh_config"), "node-0",
+         f"cd /local/repository && python3 -m elastic.configserver.faults --credentials {creds}"
+         " --ops 1000 --duration 50 --think 0.1 --timeout 2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    faults: list[tuple[str, float]] = []
+    container = f"ptc-{NAME}-"
+    paused = ""
+    try:
+        time.sleep(5)
+        victim = leader(NAME)
+        faults.append((f"leader {victim} frozen", time.time()))
+        podman("pause", container + victim)
+        paused = victim
+        time.sleep(8)
+        podman("unpause", container + victim)
+        paused = ""
+        time.sleep(6)
+        minority = next(m for m in MEMBERS if m != leader(NAME))
+        lan = ssh(cluster, minority, "ip -o -4 addr show to 10.10.1.0/24").stdout.split()[1]
+        faults.append((f"{minority} cut off the LAN", time.time()))
+        podman("exec", container + minority, "ip", "link", "set", lan, "down")
+        time.sleep(8)
+        podman("exec", container + minority, "ip", "link", "set", lan, "up")
+        time.sleep(6)
+        restarted = leader(NAME)
+        faults.append((f"{restarted} restarted", time.time()))
+        ssh(cluster, restarted, "systemctl restart etcd")
+    finally:
+        if paused:
+            podman("unpause", container + paused, check=False)
+        out, err = workload.communicate(timeout=300)
+    assert workload.returncode == 0, err[-2000:]
+    history = load(out.strip().splitlines()[-1])
+    with open_experiment(NAME) as client:
+        final = final_state(client)
+    result = check(history, final["value"], final["revision"], final["keys"])
+    refused = unavailability(history, faults)
+    report = ", ".join(f"{k}: writes refused {v:.1f} s" for k, v in refused.items())
+    print(f"\n{result.ops} ops ({result.acknowledged} ok, {result.indeterminate} indeterminate, "
+          f"{result.failed} failed); register {final['value']}; {report}")  # fmt: skip
+    assert result.valid, result.problems
+    assert result.acknowledged > 0 and len(faults) == 3
+
+
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """moto's S3 server — a fake of AWS S3 — on loopback, with fake credentials."""

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,7 @@ class EtcdServer:
     peer_port: int
     proc: subprocess.Popen[bytes]
     log: Path
+    args: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -167,6 +168,18 @@ class EtcdServer:
 
     def client(self, user: str = "root", **kwargs: float) -> EtcdClient:
         return EtcdClient([self.endpoint], self.credentials(user), **kwargs)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self) -> None:
+        handle = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            self.args, stdout=handle, stderr=handle, stdin=subprocess.DEVNULL
+        )
+        handle.close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -183,9 +196,16 @@ def etcd_binary() -> str | None:
 
 
 def start_etcd(
-    pki: Path, data: Path, log: Path, token_ttl_s: int = 600, name: str = "m1"
+    pki: Path,
+    data: Path,
+    log: Path,
+    token_ttl_s: int = 600,
+    name: str = "m1",
+    ports: tuple[int, int] | None = None,
+    initial_cluster: str | None = None,
+    extra: Sequence[str] = (),
 ) -> EtcdServer:
-    port, peer = free_port(), free_port()
+    port, peer = ports or (free_port(), free_port())
     member = pki / "members"
     args = [
         etcd_binary() or "etcd",
@@ -197,7 +217,7 @@ def start_etcd(
         f"--advertise-client-urls=https://127.0.0.1:{port}",
         f"--listen-peer-urls=https://127.0.0.1:{peer}",
         f"--initial-advertise-peer-urls=https://127.0.0.1:{peer}",
-        f"--initial-cluster={name}=https://127.0.0.1:{peer}",
+        f"--initial-cluster={initial_cluster or f'{name}=https://127.0.0.1:{peer}'}",
         "--initial-cluster-token=test",
         f"--cert-file={member}/m1.crt",
         f"--key-file={member}/m1.key",
@@ -209,11 +229,12 @@ def start_etcd(
         "--peer-client-cert-auth",
         f"--auth-token=jwt,pub-key={pki}/jwt.pub,priv-key={pki}/jwt.key,"
         f"sign-method=ES256,ttl={token_ttl_s}s",
+        *extra,
     ]
     handle = log.open("ab")
     proc = subprocess.Popen(args, stdout=handle, stderr=handle, stdin=subprocess.DEVNULL)
     handle.close()
-    server = EtcdServer(pki, data, port, peer, proc, log)
+    server = EtcdServer(pki, data, port, peer, proc, log, args)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -258,3 +279,27 @@ def apply_auth(server: EtcdServer, roles: Sequence[Mapping[str, Any]] | None = N
         raise RuntimeError(f"ptc-etcd-admin failed: {out.stderr}")
     changed: list[str] = json.loads(out.stdout)["changed"]
     return changed
+
+
+def start_cluster(
+    pki: Path, base: Path, members: int, extra: Sequence[str] = ()
+) -> list[EtcdServer]:
+    """``members`` etcd processes on loopback forming one cluster (every member uses the same
+    certificate: they all listen on 127.0.0.1)."""
+    base.mkdir(parents=True, exist_ok=True)
+    ports = [(free_port(), free_port()) for _ in range(members)]
+    initial = ",".join(f"m{i}=https://127.0.0.1:{p[1]}" for i, p in enumerate(ports))
+    servers = []
+    for i, p in enumerate(ports):
+        servers.append(
+            start_etcd(
+                pki,
+                base / f"m{i}",
+                base / f"m{i}.log",
+                name=f"m{i}",
+                ports=p,
+                initial_cluster=initial,
+                extra=extra,
+            )
+        )
+    return servers
