@@ -5,7 +5,7 @@ What goes where:
 - **Python packages.** The tasks need numpy, pandas and pyarrow at exactly the versions this
   machine runs, so that every number comes out as in a local run. ptc downloads their wheels
   here once (``pip download`` for the head's Python version and architecture, into
-  ``$PTC_HOME/cache/sim-wheels/DIGEST``), unpacks them on the head into
+  ``~/.cache/ptc/sim-wheels/DIGEST``), unpacks them on the head into
   ``/opt/ptc/sim/site-DIGEST`` (the shared /opt/ptc, so every node sees them; DIGEST names the
   pinned versions and the Python), and reuses that directory for every later run. Nodes need
   no access to PyPI, no pip and no virtualenv: the tasks put it on ``PYTHONPATH``.
@@ -30,6 +30,7 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import os
 import re
 import secrets
 import shlex
@@ -145,7 +146,13 @@ def run_on(
         f"{target.name}: {len(parts)} parts merged; sweep on the cluster took {sweep_s:.1f} s"
     )
     if not cluster.keep:
-        remote.run(slurm_job.as_user(cluster.user, f"rm -rf {_q(run_dir)}"))
+        parent = run_dir.rsplit("/", 1)[0]
+        remote.run(
+            slurm_job.as_user(
+                cluster.user,
+                f"rm -rf {_q(run_dir)} && rmdir --ignore-fail-on-non-empty {_q(parent)}",
+            )
+        )
     info: dict[str, object] = {
         "on": target.name,
         "job_id": job_id,
@@ -234,10 +241,16 @@ def ensure_runtime(remote: slurm_job.Remote, on_event: OnEvent | None = None) ->
     return Runtime(site, pins, built=True)
 
 
+def wheel_cache() -> Path:
+    """Downloaded wheels, kept across experiments and ``$PTC_HOME``s (``$XDG_CACHE_HOME``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "ptc" / "sim-wheels"
+
+
 def _download_wheels(
     version: str, machine: str, pins: Sequence[str], digest: str, on_event: OnEvent | None
 ) -> list[Path]:
-    cache = paths.home() / "cache" / "sim-wheels" / digest
+    cache = wheel_cache() / digest
     if not (cache / ".complete").is_file():
         Reporter("sim", on_event).status(
             f"downloading wheels for Python {version} on {machine}: {', '.join(pins)}"
@@ -330,16 +343,19 @@ def _wait(
 
 def _fetch_pieces(remote: slurm_job.Remote, run_dir: str, tasks: int) -> list[SweepResult]:
     data = _ssh_bytes(remote, f"tar -c -C {_q(run_dir)}/{PIECES} .", b"", timeout=1800)
+    wanted = {f"part-{task}.parquet": task for task in range(tasks)}
     with tempfile.TemporaryDirectory(prefix="ptc-sim-pieces-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(tmp, filter="data")
+            for member in tar.getmembers():  # only the expected regular files, by name
+                name = Path(member.name).name
+                source = tar.extractfile(member) if member.isfile() else None
+                if name in wanted and source is not None:
+                    (Path(tmp) / name).write_bytes(source.read())
         pieces = []
-        for task in range(tasks):
-            path = Path(tmp) / f"part-{task}.parquet"
+        for name in wanted:
+            path = Path(tmp) / name
             if not path.is_file():
-                raise PtcError(
-                    f"task {task} finished but left no {PIECES}/{path.name} in {run_dir}"
-                )
+                raise PtcError(f"a task finished but left no {PIECES}/{name} in {run_dir}")
             pieces.append(read_result(path))
     return pieces
 

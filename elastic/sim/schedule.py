@@ -33,7 +33,9 @@ aggregated per end time, so the shadow time and ``extra`` cost one walk over dis
 times, ties included by construction. Free nodes are kept as sorted intervals, so a job's
 lowest-numbered free nodes are the first intervals, not one heap operation per node. Queued
 jobs sit in arrival order in two arrays (size, estimate) that a backfill scan reads in
-vectorised chunks. Jobs of the same size and estimate (a *kind*) are startable together or
+vectorised chunks, or in plain Python when the stretch to read is short (with jobs arriving
+at their submit times it usually is, and a numpy call costs more than reading a few hundred
+list entries). Jobs of the same size and estimate (a *kind*) are startable together or
 not at all, so the scan can instead ask every kind that fits for its earliest queued job,
 one vectorised read over kinds rather than over the queue; with the whole trace queued at
 t = 0 (batch arrival) that is what keeps a pass from reading thousands of jobs. Both ways
@@ -56,6 +58,7 @@ from elastic.errors import InputError
 
 _GONE = np.iinfo(np.int64).max  # q_size of a job that is not queued: never fits
 _FIRST_CHUNK = 64
+_PYTHON_SCAN = 256  # a queue stretch this short is read in plain Python, not through numpy
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,7 @@ class _Sim:
         scan: str = "auto",
     ) -> None:
         self.n = int(arrival.shape[0])
-        self.scan = scan  # "auto"; tests force "queue" or "kinds" to check both against each other
+        self.scan = scan  # "auto"; tests force "python", "queue" or "kinds" to compare them
         self.arrival = arrival.tolist()
         self.runtime = runtime.tolist()
         self.estimate = estimate.tolist()
@@ -362,9 +365,11 @@ class _Sim:
 
         Each start only lowers ``free`` and ``extra``, so a job passed over stays unstartable
         for the rest of the pass. The next job is found either by reading the queue from
-        ``lo`` on or by asking each kind that fits for its earliest queued job, whichever
-        has fewer entries to read; both give the same job."""
+        ``lo`` on (in plain Python when the stretch is short, else in vectorised chunks) or by
+        asking each kind that fits for its earliest queued job, whichever has fewer entries
+        to read; all give the same job."""
         q_size, q_est, estimate, size = self.q_size, self.q_est, self.estimate, self.size
+        is_queued = self.is_queued
         k_first, k_est, fit = self.k_first, self.k_est, self.fit
         hi, chunk, now, shadow, none = self.arrived, _FIRST_CHUNK, self.now, self.shadow, self.n
         while lo < hi and self.free > 0:
@@ -372,7 +377,14 @@ class _Sim:
             if self._smallest_queued() > free:
                 return
             kinds = fit[free]
-            if self.scan == "kinds" or (self.scan == "auto" and kinds < hi - lo):
+            if self.scan == "python" or (self.scan == "auto" and hi - lo <= _PYTHON_SCAN):
+                for p in range(lo, hi):
+                    fits = is_queued[p] and size[p] <= free
+                    if fits and (now + estimate[p] <= shadow or size[p] <= extra):
+                        break
+                else:
+                    return
+            elif self.scan == "kinds" or (self.scan == "auto" and kinds < hi - lo):
                 sure = fit[min(extra, free)] if extra > 0 else 0  # fit now and spare at shadow
                 p = int(k_first[:sure].min()) if sure else none
                 if sure < kinds:

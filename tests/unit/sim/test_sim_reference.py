@@ -152,7 +152,7 @@ def assert_same(jobs: list[Job], n_nodes: int, max_test: int | None) -> Result:
     return expected
 
 
-SCANS = ("auto", "queue", "kinds")
+SCANS = ("auto", "python", "queue", "kinds")
 
 
 SUBMITS = st.one_of(st.sampled_from([0, 0, 0, 10, 50]), st.integers(0, 200))
