@@ -97,6 +97,20 @@ class Schedule:
         nodes += np.arange(total, dtype=np.int64)
         return nodes
 
+    @cached_property
+    def jobs_by_node(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """(jobs, bounds): node n ran ``jobs[bounds[n]:bounds[n + 1]]``, in order of start, one
+        after the other (jobs of zero length left out)."""
+        counts = np.diff(self.alloc_ptr)
+        owner = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
+        node = self.alloc_nodes
+        ran = self.end[owner] > self.start[owner]
+        owner, node = owner[ran], node[ran]
+        order = np.lexsort((self.start[owner], node))
+        owner, node = owner[order], node[order]
+        bounds = np.searchsorted(node, np.arange(self.n_nodes + 1)).astype(np.int64)
+        return owner, bounds
+
     @property
     def makespan(self) -> float:
         return float(self.end.max()) if self.end.size else 0.0

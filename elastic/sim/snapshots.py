@@ -28,22 +28,15 @@ def snapshot_times(schedule: Schedule, interval: float) -> NDArray[np.float64]:
 
 def node_jobs(schedule: Schedule, times: NDArray[np.float64]) -> NDArray[np.int64]:
     """(S, N): the job running on each node at each time, -1 if idle."""
-    out = np.full((times.shape[0], schedule.n_nodes), -1, dtype=np.int64)
-    counts = np.diff(schedule.alloc_ptr)
-    owner = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
-    node = schedule.alloc_nodes
-    ran = schedule.end[owner] > schedule.start[owner]
-    owner, node = owner[ran], node[ran]
-    # Sort the allocations by (node, start): each node's intervals are disjoint and ordered.
-    order = np.lexsort((schedule.start[owner], node))
-    owner, node = owner[order], node[order]
-    bounds = np.searchsorted(node, np.arange(schedule.n_nodes + 1))
+    out = np.full((schedule.n_nodes, times.shape[0]), -1, dtype=np.int64)  # node-major: rows
+    owner, bounds = schedule.jobs_by_node
+    start, end = schedule.start, schedule.end
     for n in range(schedule.n_nodes):
         jobs = owner[bounds[n] : bounds[n + 1]]
         if jobs.size == 0:
             continue
-        last = np.searchsorted(schedule.start[jobs], times, side="right") - 1
+        last = np.searchsorted(start[jobs], times, side="right") - 1
         safe = np.maximum(last, 0)
-        running = (last >= 0) & (schedule.end[jobs[safe]] > times)
-        out[:, n] = np.where(running, jobs[safe], -1)
-    return out
+        running = (last >= 0) & (end[jobs[safe]] > times)
+        out[n] = np.where(running, jobs[safe], -1)
+    return np.ascontiguousarray(out.T)
