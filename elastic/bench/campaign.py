@@ -273,7 +273,8 @@ def make_row(
         ),
         "alloc_cpus": int(acct["AllocCPUS"]) if acct.get("AllocCPUS", "").isdigit() else None,
         "nodelist": acct.get("NodeList", ""),
-        "consumed_energy_j": _float(acct.get("ConsumedEnergyRaw")),
+        # sacct reads 0 when no acct_gather_energy plugin measures: that is "not measured".
+        "consumed_energy_j": _float(acct.get("ConsumedEnergyRaw")) or None,
         "submit_time": acct.get("Submit", ""),
         "start_time": acct.get("Start", ""),
         "end_time": acct.get("End", ""),

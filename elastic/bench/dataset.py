@@ -66,7 +66,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "alloc_cpus": ("Slurm AllocCPUS", "cores"),
     "nodelist": ("Slurm NodeList", ""),
     "consumed_energy_j": (
-        "Slurm ConsumedEnergyRaw; empty unless the cluster has an acct_gather_energy plugin",
+        "Slurm ConsumedEnergyRaw; empty unless slurm.conf sets AcctGatherEnergyType (an "
+        "acct_gather_energy plugin: rapl, ipmi, ...), which ptc's slurm role does not yet",
         "J",
     ),
     "submit_time": ("Slurm Submit", "ISO 8601"),
