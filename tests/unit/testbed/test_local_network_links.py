@@ -27,7 +27,7 @@ def shaped_plan(profile: str, **params: object) -> dict[str, links.Shaped]:
 
 def test_lan_member_is_shaped_from_the_node_into_the_lan_only() -> None:
     plan = shaped_plan("shaped_lan.py")
-    assert set(plan) == {"slow:if0"}  # a and b stay plain bridge ports
+    assert set(plan) == {"slow:if0"}  # a's interfaces and slow's other one stay bridge ports
     slow = plan["slow:if0"]
     assert slow.wire.node == "slow" and slow.wire.device == "eth1"
     assert slow.from_node == links.Shaping(capacity_kbps=20000, latency_ms=20.0)
@@ -106,7 +106,7 @@ def test_only_the_wires_being_set_up_are_planned() -> None:
 
 
 def test_devices_of_a_detour_fit_linux_names_and_are_per_experiment() -> None:
-    wire = network.plan(render_request(TEST_PROFILES / "shaped_lan.py", {}).topology)[2]
+    wire = network.plan(render_request(TEST_PROFILES / "shaped_lan.py", {}).topology)[0]
     one, two = links.devices("lk1", wire), links.devices("lk2", wire)
     assert one["node"].startswith("pv") and one["lan"].startswith("pw")
     assert all(len(name) <= 15 for name in one.values())
