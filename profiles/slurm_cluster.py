@@ -86,6 +86,11 @@ pc.defineParameter(
     "configServerVMs", "Configuration servers as VMs", portal.ParameterType.BOOLEAN, True,
     longDescription="Run cfg-1 .. cfg-4 as small Xen VMs (cheap) rather than bare-metal "
     "nodes.", advanced=True)
+pc.defineParameter(
+    "configServerLatency", "Latency of the last configuration-server member (ms)",
+    portal.ParameterType.LATENCY, 0,
+    longDescription="Delay added to what the last member (cfg-2 of 3, cfg-4 of 5) sends on the "
+    "LAN, like a replica far away; 0 leaves it unshaped. Needs 3 or 5 members.", advanced=True)
 
 params = pc.bindParameters()
 
@@ -122,6 +127,14 @@ elif unknown_groups:
 if params.configServerCount not in CONFIG_SERVER_COUNTS:
     pc.reportError(portal.ParameterError(
         "The configuration server needs 1, 3 or 5 members.", ["configServerCount"]))
+if params.configServerLatency < 0:
+    pc.reportError(portal.ParameterError(
+        "The latency of a configuration-server member cannot be negative.",
+        ["configServerLatency"]))
+elif params.configServerLatency and params.configServerCount == 1:
+    pc.reportError(portal.ParameterError(
+        "A configuration-server latency needs 3 or 5 members (the head is never delayed).",
+        ["configServerLatency", "configServerCount"]))
 
 pc.verifyParameters()
 
@@ -131,7 +144,7 @@ if params.lanBandwidth:
     lan.bandwidth = int(params.lanBandwidth)
 
 
-def add_node(name, address, groups, vm=False):
+def add_node(name, address, groups, vm=False, latency=0):
     """A node on the LAN whose boot command sets it up and carries its Ansible groups."""
     if vm:
         node = request.XenVM(name)
@@ -141,6 +154,8 @@ def add_node(name, address, groups, vm=False):
             node.hardware_type = params.hardwareType
     node.disk_image = params.osImage
     iface = node.addInterface("if1", pg.IPv4Address(address, NETMASK))
+    if latency:
+        iface.latency = latency  # shapes what this node sends into the LAN
     lan.addInterface(iface)
     node.addService(pg.Execute(
         shell="bash", command="%s --groups %s" % (STARTUP, ",".join(groups))))
@@ -156,7 +171,9 @@ for i in range(params.computeNodeCount):
     add_node("node-%d" % i, LAN_PREFIX + str(FIRST_COMPUTE_HOST + i), compute_groups)
 
 for i in range(1, params.configServerCount):
+    last = i == params.configServerCount - 1
     add_node("cfg-%d" % i, LAN_PREFIX + str(CONFIG_SERVER_FIRST_HOST + i - 1),
-             CONFIG_SERVER_GROUPS, vm=params.configServerVMs)
+             CONFIG_SERVER_GROUPS, vm=params.configServerVMs,
+             latency=params.configServerLatency if last else 0)
 
 pc.printRequestRSpec(request)

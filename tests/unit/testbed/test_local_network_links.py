@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from testbed_support import TEST_PROFILES
+from testbed_support import SLURM_PROFILE, TEST_PROFILES
 
-from elastic.errors import InputError
+from elastic.errors import InputError, PtcError
 from elastic.testbed.backends.local import linkemu, links, network
 from elastic.testbed.render import render_request
 from elastic.testbed.topology import Interface, Link, LinkProperty, Node, Topology
@@ -274,3 +274,25 @@ def test_stopping_ends_the_process() -> None:
     proc = fake_emulator("pvx")
     links._terminate(proc.pid)
     assert proc.wait(timeout=30) is not None
+
+
+# -- the Slurm cluster profile: one configuration-server member far away --------------------
+
+
+def test_slurm_cluster_delays_only_the_last_config_server_member() -> None:
+    topo = render_request(
+        SLURM_PROFILE, {"configServerCount": 3, "configServerLatency": 25}
+    ).topology
+    (far,) = links.plan(topo, network.plan(topo))
+    assert far.wire.node == "cfg-2"
+    assert far.from_node == links.Shaping(latency_ms=25.0) and far.to_node == links.UNSHAPED
+
+
+def test_slurm_cluster_without_latency_is_not_shaped() -> None:
+    topo = render_request(SLURM_PROFILE, {"configServerCount": 3}).topology
+    assert links.plan(topo, network.plan(topo)) == []
+
+
+def test_slurm_cluster_refuses_a_latency_with_one_member_naming_both_parameters() -> None:
+    with pytest.raises(PtcError, match=r"configServerLatency.*configServerCount"):
+        render_request(SLURM_PROFILE, {"configServerLatency": 25})
