@@ -4,7 +4,8 @@
 slow's interface on `lan` is shaped: what it sends into that LAN is capped at `bandwidth`
 kbps, delayed by `latency` ms and loses `loss` of its packets. The same two nodes talk
 unshaped over `plain`. geni-lib writes one <property> per LAN member, from the interface to
-the LAN, for the shaped member only.
+the LAN, for the shaped member only. `extra` adds nodes `far-1` ... on `lan` only, shaped as
+`slow` is (for `ptc modify`).
 """
 
 import geni.portal as portal
@@ -23,6 +24,7 @@ pc.defineParameter(
 pc.defineParameter(
     "loss", "Packet loss of slow's interface on lan (fraction)", portal.ParameterType.STRING, "0"
 )
+pc.defineParameter("extra", "Nodes shaped as slow is, on lan", portal.ParameterType.INTEGER, 0)
 params = pc.bindParameters()
 
 request = pc.makeRequestRSpec()
@@ -37,4 +39,12 @@ for name, host in (("a", 1), ("slow", 2)):
             iface.plr = float(params.loss)
     shaped.addInterface(iface)
     plain.addInterface(node.addInterface("if1", pg.IPv4Address(f"10.81.0.{host}", "255.255.255.0")))
+for i in range(1, params.extra + 1):
+    iface = request.RawPC(f"far-{i}").addInterface(
+        "if0", pg.IPv4Address(f"10.80.0.{10 + i}", "255.255.255.0")
+    )
+    iface.bandwidth, iface.latency = int(params.bandwidth), params.latency
+    if float(params.loss):
+        iface.plr = float(params.loss)
+    shaped.addInterface(iface)
 pc.printRequestRSpec(request)

@@ -27,7 +27,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NAME = "lklinks"
 LATENCY_MS = 20.0
 BANDWIDTH_KBPS = 20000
-ADDRESS = {"a": "10.80.0.1", "slow": "10.80.0.2", "a-plain": "10.81.0.1", "slow-plain": "10.81.0.2"}
+ADDRESS = {
+    "a": "10.80.0.1",
+    "slow": "10.80.0.2",
+    "far-1": "10.80.0.11",
+    "a-plain": "10.81.0.1",
+    "slow-plain": "10.81.0.2",
+}
 
 
 @pytest.fixture(scope="module")
@@ -89,23 +95,45 @@ def test_bandwidth_is_capped_on_the_shaped_direction_only(lan: Path) -> None:
     assert "gso_max_segs 1 " in ssh(lan, "slow", "ip -d link show eth1").stdout
 
 
-def test_status_says_when_the_emulator_is_gone_and_down_stops_it(lan: Path, ptc) -> None:  # type: ignore[no-untyped-def]
-    status = ptc("status", NAME)
-    assert status.returncode == 0 and "not running" not in status.stdout
-    (only,) = detours(lan)
-    pid = int(str(only["pid"]))
+def test_modify_shapes_an_added_node_and_status_says_when_its_emulator_died(
+    lan: Path,
+    ptc,  # type: ignore[no-untyped-def]
+) -> None:
+    assert "not running" not in ptc("status", NAME).stdout
+    assert ptc("modify", NAME, "-p", "extra=1").returncode == 0
+    far = {str(d["node"]): d for d in detours(lan)}["far-1"]
+    assert far["from_node"] == f"{BANDWIDTH_KBPS} kbit/s, {LATENCY_MS:g} ms, 0.01 loss"
+    pid = int(str(far["pid"]))
+    assert alive(pid)
+    assert min_rtt(lan, "a", "far-1") >= LATENCY_MS  # far-1's replies are delayed, as slow's
+
     subprocess.run(["kill", "-KILL", str(pid)], check=True)
     status = ptc("status", NAME)
-    assert status.returncode == 0 and "link emulator of eth1 not running" in status.stdout
+    assert status.returncode == 0
+    far_line = next(line for line in status.stdout.splitlines() if "far-1" in line)
+    assert "link emulator of eth1 not running" in far_line
+    assert "not running" not in next(ln for ln in status.stdout.splitlines() if "slow" in ln)
 
+    assert ptc("modify", NAME, "-p", "extra=0").returncode == 0
+    assert [d["node"] for d in detours(lan)] == ["slow"]
+    assert str(far["lan_side"]) not in in_namespace("ip", "-o", "link", "show")
+
+
+def test_down_stops_the_emulator(lan: Path, ptc) -> None:  # type: ignore[no-untyped-def]
+    (slow,) = detours(lan)
+    pid = int(str(slow["pid"]))
+    assert alive(pid)
     assert ptc("down", NAME).returncode == 0
-    assert (
-        not Path(f"/proc/{pid}").exists()
-        or b"linkemu" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    )
-    assert (
-        f"ptc-{NAME}"
-        not in subprocess.run(
-            ["ip", "netns", "list"], capture_output=True, text=True, check=True
-        ).stdout
-    )
+    assert not alive(pid)
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"ptc-{NAME}" not in namespaces
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a link emulator still running (not gone, not a zombie)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return b"linkemu" in cmdline and state != "Z"
