@@ -6,6 +6,7 @@ tests/integration/test_links.py (and benchmarks/link_emulator.py measures it).""
 
 from __future__ import annotations
 
+import errno
 import socket
 import subprocess
 import sys
@@ -296,3 +297,17 @@ def test_slurm_cluster_without_latency_is_not_shaped() -> None:
 def test_slurm_cluster_refuses_a_latency_with_one_member_naming_both_parameters() -> None:
     with pytest.raises(PtcError, match=r"configServerLatency.*configServerCount"):
         render_request(SLURM_PROFILE, {"configServerLatency": 25})
+
+
+class GoneSocket:
+    """A packet socket whose device was deleted: reads fail with ENETDOWN."""
+
+    def recv_into(self, buf: bytearray) -> int:
+        raise OSError(errno.ENETDOWN, "Network is down")
+
+
+def test_a_device_that_goes_away_ends_the_emulator() -> None:
+    d, _, _ = direction(delay=0.0)
+    d.src = GoneSocket()  # type: ignore[assignment]
+    with pytest.raises(linkemu.DeviceGone, match="Network is down"):
+        d.receive(bytearray(64), now=0.0)

@@ -52,6 +52,9 @@ SO_RCVBUFFORCE = 33
 BUFFER = 256 * 1024  # a GSO frame (64 KiB, more with BIG TCP) plus the vnet header
 SOCKET_BUFFER = 8 * 1024 * 1024
 BATCH = 64  # frames read from one socket before timers are looked at again
+# A device of ours went down or away (its node was removed, or someone set it down): the link
+# it emulated is broken, so the emulator ends and `ptc status` says so.
+GONE = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)
 
 
 @dataclass
@@ -78,8 +81,8 @@ class Direction:
             except BlockingIOError:
                 return
             except OSError as err:
-                if err.errno in (errno.ENETDOWN, errno.ENXIO):
-                    return
+                if err.errno in GONE:
+                    raise DeviceGone(f"{self.name}: reading: {err}") from err
                 raise
             if self.loss and self.rng.random() < self.loss:
                 self.lost += 1
@@ -106,7 +109,9 @@ class Direction:
         except (BlockingIOError, InterruptedError):
             self.overflow += 1  # the socket's buffer is full: a drop, as a full queue would
         except OSError as err:
-            if err.errno not in (errno.ENOBUFS, errno.ENETDOWN, errno.ENXIO, errno.EMSGSIZE):
+            if err.errno in GONE:
+                raise DeviceGone(f"{self.name}: sending: {err}") from err
+            if err.errno not in (errno.ENOBUFS, errno.EMSGSIZE):
                 raise
             self.overflow += 1
 
@@ -183,11 +188,17 @@ def run(args: argparse.Namespace) -> int:
     os.close(1)  # the launcher reads only that line
     log(args, "forwarding")
 
-    with contextlib.suppress(Stopped):
+    status = 0
+    try:
         forward(poller, by_fd, directions, buf)
+    except Stopped:
+        pass
+    except DeviceGone as gone:
+        log(args, f"a device is gone ({gone}); stopping")
+        status = 1
     for d in directions:
         log(args, f"{d.name}: forwarded {d.forwarded}, lost {d.lost}, overflow {d.overflow}")
-    return 0
+    return status
 
 
 def forward(
@@ -214,6 +225,10 @@ def forward(
 
 class Stopped(Exception):
     """SIGTERM or SIGINT: stop forwarding."""
+
+
+class DeviceGone(Exception):
+    """One of the two devices went down or was deleted."""
 
 
 def log(args: argparse.Namespace, message: str) -> None:
