@@ -3,7 +3,9 @@
 Pipeline: ``workload.prepare`` (load, filter, replicate, prioritise) -> ``schedule.simulate``
 (FCFS + EASY backfilling on N identical nodes) -> ``snapshots`` (every completion and every T
 seconds) -> ``sweep.run_sweep`` (every policy x grace period: preempt the P lowest-valued
-nodes, count wasted cycles) -> ``results`` (Parquet + summary) and ``plots``.
+nodes, count wasted cycles) -> ``results`` (Parquet + summary) and ``plots``. ``run`` does all
+of it here; ``cluster`` runs the sweep as a Slurm job array (``parts``: blocks of policies x
+grace periods, each run by ``worker`` on a node) and merges the pieces.
 
 Event conventions, fixed because they change results:
 
