@@ -28,6 +28,7 @@ from elastic.testbed.backends.local import (
     DOMAIN,
     etc_hosts,
     features,
+    host_limits,
     image,
     links,
     network,
@@ -74,6 +75,7 @@ class LocalBackend:
             raise TestbedError(
                 "the local testbed needs root (network namespaces, privileged nodes)"
             )
+        host_limits.ensure_inotify_instances(self.report)
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
         features.check(request, self.report)  # refuse what cannot be built, before building
