@@ -72,10 +72,32 @@ def ptc(ptc_home: Path) -> Runner:
     return run
 
 
+SHARED_NAME = os.environ.get("PTC_TEST_SHARED_CLUSTER_NAME", "shared")
+
+# Every experiment created in this session, in order; the shared cluster outlives its module.
+_created: list[str] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _down_module_experiments(ptc: Runner) -> Iterator[None]:
+    """Take a module's own experiments down when the module ends, not at the end of the session.
+
+    Twenty idle systemd nodes still cost CPU on a 2-core machine, so a module's cluster must not
+    slow the modules after it. The shared cluster is the one experiment that stays."""
+    before = len(_created)
+    yield
+    mine = [n for n in _created[before:] if n != SHARED_NAME]
+    if not mine:
+        return
+    for name in mine:
+        if (Path(os.environ["PTC_HOME"]) / "experiments" / name).exists():
+            ptc("down", name)
+
+
 @pytest.fixture(scope="session")
 def experiment_factory(ptc: Runner) -> Iterator[Callable[..., Path]]:
-    """Create experiments with `ptc up`; all are taken down at the end of the session."""
-    created: list[str] = []
+    """Create experiments with `ptc up`; each module's go down with it, the rest at the end."""
+    created = _created
 
     def make(name: str, profile: str, *params: str) -> Path:
         args = ["up", profile, "--local", "--name", name]
@@ -100,7 +122,7 @@ def shared_cluster(experiment_factory: Callable[..., Path], ptc: Runner) -> Path
     the modules sharing it stay independent of their order; modules that reconfigure Slurm or
     grow the experiment create their own.
     """
-    name = os.environ.get("PTC_TEST_SHARED_CLUSTER_NAME", "shared")
+    name = SHARED_NAME
     expdir = experiment_factory(name, "profiles/slurm_cluster.py", "computeNodeCount=2")
     proc = ptc("deploy", name)
     assert proc.returncode == 0, f"ptc deploy {name} failed:\n{proc.stderr[-6000:]}"
