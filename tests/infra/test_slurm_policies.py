@@ -197,12 +197,18 @@ def test_health_check_installed_and_passing(host: Host, other: Any) -> None:
     assert out.rc == 0 and out.stdout.strip() == "ok", (
         f"{name_of(host)}: the health check fails here: {(out.stdout + out.stderr).strip()}"
     )
-    mounts = host.run(
-        "bash -c '. /etc/slurm/ptc-healthcheck.conf; echo ${MOUNTS[@]}'"
-    ).stdout.split()
-    wanted = cluster_var(host, "slurm_health_check_mounts", None)
-    if isinstance(wanted, list):
-        assert mounts == wanted, f"{name_of(host)}: the health check checks {mounts}, not {wanted}"
+    for key, var in (
+        ("MOUNTS", "slurm_health_check_mounts"),
+        ("COMMANDS", "slurm_health_check_commands"),
+    ):
+        checked = host.run(
+            f"bash -c '. /etc/slurm/ptc-healthcheck.conf; echo ${{{key}[@]}}'"
+        ).stdout.split()
+        wanted = cluster_var(host, var, None)
+        if isinstance(wanted, list):
+            assert checked == wanted, (
+                f"{name_of(host)}: the health check requires {key.lower()} {checked}, not {wanted}"
+            )
 
 
 def test_prolog_and_epilog_as_set(host: Host, other: Any) -> None:
