@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=2.0, help="sacct polling interval, s")
     parser.add_argument("--out", type=Path, default=Path("/tmp/ptc-bench-throughput"))
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=140)
     exp = experiments.load(args.experiment)
     stamp = time.strftime("%H%M%S")
     table = Table("submission", "runs", "failed", "sbatch calls", "wall s", "runs/min",
