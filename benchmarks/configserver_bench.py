@@ -8,10 +8,14 @@ and roles, JWT tokens):
   one compare-and-swap of the whole document) with 3 members and with 1: throughput, p50, p99;
 - snapshot size and time, and restore time (etcdctl snapshot restore + a new member serving).
 
-Not measured: a member 25 ms away. That needs per-link delay (tc netem), which this machine's
-kernel lacks; the local testbed's link emulation (issue 14) was not available to this script.
+With ``--experiment NAME`` the same transaction and failover figures are measured on a
+deployed experiment's three members instead, from this machine through ptc's SSH tunnel
+(failover by SIGKILL of the leader's etcd, which systemd restarts); deploy one with
+``configServerLatency=0`` and one with ``=25`` (the profile delays the last member's LAN
+traffic, issue 14's link emulation) to compare a member 25 ms away.
 
     .venv/bin/python benchmarks/configserver_bench.py [--kills 10] [--writes 300]
+    .venv/bin/python benchmarks/configserver_bench.py --experiment NAME [--kills 10]
 """
 
 from __future__ import annotations
@@ -182,11 +186,65 @@ def bench_snapshot(servers: list[EtcdServer], work: Path) -> dict[str, float]:
     return {"bytes": snap.size, "keys": keys, "snapshot_s": taken, "restore_s": restore_s}
 
 
+def experiment_figures(name: str, writes: int, kills: int) -> None:
+    from elastic.configserver.access import members_of, open_experiment
+    from elastic.configserver.cluster import cluster_status
+    from elastic.testbed import experiment as experiments
+
+    exp = experiments.load(name)
+    params = exp.params
+    with open_experiment(name, "root", timeout=2.0) as c:
+        store = EtcdStore(c, "/ptc/manager/bench")
+        doc = typical_state()
+        latencies = []
+        started = time.perf_counter()
+        for i in range(writes):
+            t0 = time.perf_counter()
+            revision, current = store.read()
+            (current or doc)["events"][-1]["t"] = float(i)
+            store.write(current or doc, expect=revision)
+            latencies.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - started
+        print(
+            f"{name} ({len(members_of(exp))} members, configServerLatency="
+            f"{params.get('configServerLatency', '0')} ms): manager transaction "
+            f"{len(latencies) / elapsed:.0f}/s, p50 {1000 * pct(latencies, 0.5):.1f} ms, "
+            f"p99 {1000 * pct(latencies, 0.99):.1f} ms over {len(latencies)} writes (via SSH tunnel)"
+        )
+        times = []
+        for k in range(kills):
+            deadline = time.monotonic() + 60
+            while not cluster_status(c).healthy and time.monotonic() < deadline:
+                time.sleep(0.2)
+            victim = cluster_status(c).leader
+            assert victim, "no leader"
+            subprocess.run(
+                ["ssh", "-F", str(exp.ssh_config_path), victim, "systemctl kill -s KILL etcd"],
+                check=True, capture_output=True, timeout=30,
+            )  # fmt: skip
+            t0 = time.perf_counter()
+            while True:
+                try:
+                    c.put("/ptc/bench/failover", str(k))
+                    break
+                except ConfigServerError:
+                    time.sleep(0.01)
+            times.append(time.perf_counter() - t0)
+        print(
+            f"{name}: leader failover over {len(times)} kills: median "
+            f"{statistics.median(times):.2f} s, max {max(times):.2f} s"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--writes", type=int, default=300)
+    parser.add_argument("--experiment", help="measure a deployed experiment's members instead")
     args = parser.parse_args()
+    if args.experiment:
+        experiment_figures(args.experiment, args.writes, args.kills)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         pki = make_pki(work / "pki")
@@ -217,8 +275,7 @@ def main() -> None:
             finally:
                 for s in servers:
                     s.stop()
-    print("25 ms member: not measured (no tc netem in this kernel; issue 14's link emulation "
-          "was not used)")  # fmt: skip
+    print("25 ms member: see --experiment on experiments with configServerLatency=0 and 25")
 
 
 if __name__ == "__main__":
