@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.bench import campaign as campaigns
-from elastic.bench import hpcc, spec
+from elastic.bench import hpcc, slurm_job, spec
 from elastic.cli import render
 from elastic.cli.bench import default_dataset
 from elastic.errors import PtcError
@@ -97,6 +97,15 @@ def demo(
         value = row.get(key)
         figures.add_row(key, f"{value:.4g}" if isinstance(value, float) else "-", unit)
     console.print(figures)
+    # Fair-share as Slurm sees it for the demo user; the benchmark's usage shows once the
+    # controller has recomputed it (PriorityCalcPeriod).
+    remote = slurm_job.Remote(exp.ssh_config_path, "head")
+    shares = remote.run(
+        f"sshare --users={plan.user} "
+        "--format=Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"
+    )
+    console.print(f"sshare for {plan.user}:")
+    console.print(shares.rstrip(), markup=False, highlight=False)
     console.print(f"dataset: {path}  (ptc bench show {path})")
     if row.get("error"):
         raise PtcError(f"the benchmark run did not produce figures: {row['error']}")
