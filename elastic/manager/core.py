@@ -491,7 +491,7 @@ class Manager:
         try:
             check_fresh(vector, now, self.config.max_pv_age)
         except StalePreemptionVectorError as err:
-            raise Conflict(f"partition {partition}: {err}; refused", "pv") from err
+            raise Conflict(f"partition {partition}: stale vector refused: {err}", "pv") from err
         chosen = select_nodes(vector, count)
         rec_id = f"r{state.next_reclamation}"
         state.next_reclamation += 1

@@ -318,8 +318,10 @@ class SlurmElasticClient:
             state, reason = reasons[node]
             ours = reason.startswith(HELD_PREFIX)
             if owner not in (None, self.partition):
+                # Drained unless someone else drained it already. A forced power down (a node
+                # handed back) lifts the drain when Slurm carries it out: drain it again.
                 wanted = held_reason(str(owner))
-                if reason != wanted and (ours or "drain" not in state):
+                if "drain" not in state or (ours and reason != wanted):
                     self.slurm.drain([node], wanted)
                     drained.append(node)
             elif ours and "drain" in state:

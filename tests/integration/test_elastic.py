@@ -7,6 +7,9 @@ order and each leaves every node back in the pool, idle and powered down.
 
 Times are short so the module runs in minutes: SuspendTime 20 s, a PV every 5 s, repeats of
 NotifyDeletePending every 10 s, PVs stale after 60 s, ResumeTimeout 90 s.
+
+While developing, PTC_TEST_ELASTIC_REUSE=$PTC_HOME/experiments/NAME runs the tests against an
+experiment already deployed with EXTRAVARS (it is left up).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import pytest
 from remote import ssh
 
+from elastic.errors import PtcError
 from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.remote import open_manager
@@ -46,6 +50,14 @@ MARKS = "/home/ptc/elastic-marks"
 
 @pytest.fixture(scope="module")
 def cluster(experiment_factory: Callable[..., Path], ptc: Any) -> Path:
+    reuse = os.environ.get("PTC_TEST_ELASTIC_REUSE")
+    if reuse:  # developing: an experiment deployed with EXTRAVARS already, kept afterwards
+        expdir = Path(reuse).resolve()
+        os.environ["PTC_HOME"] = str(expdir.parents[1])
+        global NAME
+        NAME = expdir.name
+        ssh(expdir, "head", f"install -d -o ptc -g ptc {MARKS}")
+        return expdir
     expdir = experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=4")
     args = ["deploy", NAME]
     for extra in EXTRAVARS:
@@ -122,8 +134,11 @@ def all_back_in_pool(expdir: Path) -> bool:
     return set(owners(expdir).values()) == {None} and all(nodes[n][0] == "idle~" for n in NODES)
 
 
+RUN = f"run{time.time_ns()}"  # marks of earlier runs do not release this run's jobs
+
+
 def mark(expdir: Path, name: str) -> None:
-    ssh(expdir, "head", as_ptc(f"touch {MARKS}/{name}"))
+    ssh(expdir, "head", as_ptc(f"touch {MARKS}/{RUN}-{name}"))
 
 
 def until_mark(name: str, then: str = "true") -> str:
@@ -131,7 +146,7 @@ def until_mark(name: str, then: str = "true") -> str:
     job (requeued), it skips the wait and runs ``then`` at once."""
     return (
         f'if [ "${{SLURM_RESTART_COUNT:-0}}" -eq 0 ]; then '
-        f"while [ ! -e {MARKS}/{name} ]; do sleep 1; done; fi; {then}"
+        f"while [ ! -e {MARKS}/{RUN}-{name} ]; do sleep 1; done; fi; {then}"
     )
 
 
@@ -143,7 +158,9 @@ def events(expdir: Path, kind: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def leaves_pool_idle(cluster: Path) -> Iterator[Path]:
     yield cluster
-    # Every test hands the pool back as it found it: nodes free and powered down.
+    # Every test hands the pool back as it found it: nodes free and powered down (a test that
+    # failed half-way may leave jobs behind).
+    ssh(cluster, "head", "scancel -u ptc", check=False)
     wait_for("every node back in the pool, idle~", lambda: all_back_in_pool(cluster), 240, 5)
 
 
@@ -191,6 +208,15 @@ def start_one_by_one(expdir: Path, scripts: list[str]) -> list[tuple[str, str]]:
     return started
 
 
+def _answers(expdir: Path) -> bool:
+    try:
+        with manager(expdir) as m:
+            m.status()
+    except PtcError:
+        return False
+    return True
+
+
 def wait_for_pv_covering(expdir: Path, nodes: list[str]) -> dict[str, Any]:
     def fresh() -> dict[str, Any] | None:
         with manager(expdir) as m:
@@ -218,6 +244,7 @@ def test_lifo_reclaim_releases_the_policy_s_nodes_and_counts_the_waste(
     mark(expdir, "B")  # B finishes within the grace period; C does not
     # the manager restarts in the middle of the reclamation
     ssh(expdir, "head", "systemctl restart ptc-elastic-manager")
+    wait_for("the manager to answer again", lambda: _answers(expdir), 60)
     started = events(expdir, "reclamation-started")[-1]
     rec_id = started["data"]["reclamation"]
     chosen = started["data"]["chosen"]
@@ -293,10 +320,11 @@ def test_reference_client_takes_nodes_from_a_full_partition_without_losing_a_job
     # a stale PV is refused: stop the client's PV loop, store a vector 200 s old
     ssh(expdir, "head", "systemctl stop ptc-elastic-slurm-client")
     try:
-        with manager(expdir) as admin:
-            admin.set_values(
+        with manager(expdir, "slurm") as slurm:  # only the partition itself may
+            slurm.set_values(
                 "slurm", dict.fromkeys(NODES, 0.5), policy="LIFO", at=time.time() - 200
             )
+        with manager(expdir) as admin:
             with pytest.raises(Conflict, match="stale"):
                 admin.reclaim("slurm", 1, 30)
             assert admin.status()["reclamations"] == []
@@ -329,12 +357,17 @@ def test_reference_client_takes_nodes_from_a_full_partition_without_losing_a_job
     nodes = wait_for(
         "Slurm to see the taken nodes drained for ref",
         lambda: (
-            all((s := slurm_nodes(expdir))[n][1] == "ptc: held by partition ref" for n in taken)
+            all(
+                (s := slurm_nodes(expdir))[n][1] == "ptc: held by partition ref"
+                and s[n][0].startswith("drain")
+                for n in taken
+            )
             and s
         ),
-        30,
+        120,
     )
-    assert all(nodes[n][0].startswith("drain") and nodes[n][0].endswith("~") for n in taken)
+    # drained and powered down (or powering down): Slurm will not resume them for a job
+    assert all(nodes[n][0][-1] in "~%" for n in taken), nodes
     status = ptc("elastic", "status", NAME)
     assert status.returncode == 0 and "ref" in status.stdout, status.stderr
     # no job is lost: the two requeued jobs run on the nodes Slurm kept once the others end
