@@ -116,8 +116,8 @@ class FakeSlurm:
     def _next_state(current: str, update: str) -> str:
         """Slurm's node state after ``scontrol update State=...``: a base state with flags
         (drain, ``~`` powered down), as sinfo's %T prints it."""
-        powered_down = current.endswith("~")
-        base = current.rstrip("~")
+        suffix = current[-1] if current[-1:] in ("~", "%") else ""  # powered / powering down
+        base = current.rstrip("~%")
         if update in ("power_down", "power_down_force", "power_down_asap"):
             return base + "~"
         if update == "down":
@@ -128,7 +128,7 @@ class FakeSlurm:
             base = "idle" if base in ("drained", "draining", "down") else base
         else:
             base = update
-        return base + ("~" if powered_down else "")
+        return base + suffix
 
     def updates(self) -> list[list[str]]:
         return [c for c in self.calls if c[:2] == ["scontrol", "update"]]

@@ -263,6 +263,8 @@ def test_nodes_other_partitions_hold_are_drained_and_freed_ones_undrained(world:
     assert world.client.sync_pool() == nothing  # nothing twice
     world.slurm.states["node-1"] = "idle%"  # a forced power down lifted the drain
     assert world.client.sync_pool() == nothing | {"drained": ["node-1"]}
+    assert world.slurm.states["node-1"] == "drained%"
+    world.slurm.states["node-1"] = "drained~"  # the power down completes
     world.manager.delete_nodes(world.admin, "ref", ["node-1"])
     assert world.client.sync_pool() == nothing | {"undrained": ["node-1"]}
     assert (
