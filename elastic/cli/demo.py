@@ -99,13 +99,16 @@ def demo(
     console.print(figures)
     # Fair-share as Slurm sees it for the demo user; the benchmark's usage shows once the
     # controller has recomputed it (PriorityCalcPeriod).
-    remote = slurm_job.Remote(exp.ssh_config_path, "head")
-    shares = remote.run(
-        f"sshare --users={plan.user} "
-        "--format=Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare"
+    columns = ("Account", "User", "NormShares", "RawUsage", "EffectvUsage", "FairShare")
+    shares = slurm_job.Remote(exp.ssh_config_path, "head").run(
+        f"sshare --noheader --parsable2 --users={plan.user} --format={','.join(columns)}"
     )
-    console.print(f"sshare for {plan.user}:")
-    console.print(shares.rstrip(), markup=False, highlight=False)
+    fairshare = Table(title=f"sshare --users={plan.user}", show_header=True)
+    for column in columns:
+        fairshare.add_column(column, justify="left" if column in ("Account", "User") else "right")
+    for line in shares.splitlines():
+        fairshare.add_row(*line.split("|"))
+    console.print(fairshare)
     console.print(f"dataset: {path}  (ptc bench show {path})")
     if row.get("error"):
         raise PtcError(f"the benchmark run did not produce figures: {row['error']}")
