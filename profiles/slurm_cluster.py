@@ -27,7 +27,9 @@ import geni.portal as portal
 import geni.rspec.emulab  # noqa: F401  (registers the Blockstore extension on nodes)
 import geni.rspec.pg as pg
 
-UBUNTU22 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD"
+# Ubuntu 24.04: its Slurm (23.11) runs the cgroup v2 plugins the roles configure and its etcd
+# (3.4) has the v3 gateway; 22.04's Slurm 21.08 and etcd 3.3 have neither.
+UBUNTU24 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"
 LAN_NAME = "lan"
 LAN_PREFIX = "10.10.1."
 NETMASK = "255.255.255.0"
@@ -55,7 +57,7 @@ pc.defineParameter(
     longDescription="A CloudLab hardware type such as m510 or c220g5; empty lets the "
     "testbed choose.")
 pc.defineParameter(
-    "osImage", "OS image", portal.ParameterType.IMAGE, UBUNTU22,
+    "osImage", "OS image", portal.ParameterType.IMAGE, UBUNTU24,
     longDescription="Disk image URN for every node.")
 pc.defineParameter(
     "lanBandwidth", "LAN bandwidth (kbps, 0 = link speed)", portal.ParameterType.BANDWIDTH, 0,

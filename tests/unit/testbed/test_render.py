@@ -36,7 +36,7 @@ def test_default_render_has_head_and_two_compute_nodes() -> None:
     head = t.node("head")
     assert [e.command for e in head.execute] == [f"{STARTUP} --groups {HEAD_ROLES}"]
     assert t.node("node-1").execute[0].command == f"{STARTUP} --groups slurm_compute,nfs_client"
-    assert all(n.disk_image and n.disk_image.endswith("UBUNTU22-64-STD") for n in t.nodes)
+    assert all(n.disk_image and n.disk_image.endswith("UBUNTU24-64-STD") for n in t.nodes)
     assert all(n.hardware_type is None for n in t.nodes)
     assert head.blockstores == []
     assert t.parameters["computeNodeCount"] == "2"
