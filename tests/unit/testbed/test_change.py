@@ -39,7 +39,7 @@ def test_changing_a_running_node_is_refused_and_named() -> None:
     with pytest.raises(PtcError, match=r"node 'head' would change \(disk image"):
         change.plan(
             render(),
-            render(osImage="urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"),
+            render(osImage="urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD"),
         )
 
 
