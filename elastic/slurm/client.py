@@ -291,16 +291,28 @@ class SlurmElasticClient:
         return released
 
     def resume_failed(self, hostlist: str) -> list[str]:
+        """ResumeFailProgram: Slurm gave up on the nodes (ResumeTimeout). DOWN with a reason
+        saying so, unless the resume already gave its own (a failed step), then back to the
+        pool."""
         nodes = self.slurm.expand(hostlist)
         try:
-            self.slurm.down(nodes, "ptc resume: slurmd did not register (ResumeTimeout)")
+            reasons = self.slurm.node_reasons(nodes)
+        except SlurmCommandError as err:
+            self.report.warning(f"reasons of {hostlist}: {err}")
+            reasons = {}
+        fresh = [n for n in nodes if not reasons.get(n, ("", ""))[1].startswith("ptc resume:")]
+        try:
+            if fresh:
+                self.slurm.down(fresh, "ptc resume: slurmd did not register (ResumeTimeout)")
         except SlurmCommandError as err:
             self.report.warning(f"mark DOWN {hostlist}: {err}")
         try:
             self.provisioner.power_off(nodes)
         except PtcError as err:
             self.report.warning(f"power off {hostlist}: {err}")
-        return self._give_back(nodes)
+        released = self._give_back(nodes)
+        self.report.status(f"resume-fail {hostlist}: DOWN, released {released or 'none'}")
+        return released
 
     # -- the pool as Slurm sees it --------------------------------------------------------
     def sync_pool(self) -> dict[str, list[str]]:

@@ -107,11 +107,21 @@ def failed_tasks(output: str) -> list[TaskFailure]:
         if body[-1].startswith("...ignoring"):
             continue
         message = ""
-        for part in body:
+        for k, part in enumerate(body):
             mm = _MSG.search(part)
-            if mm:
-                message = (mm.group("msg") or mm.group("yaml") or "").strip().strip("'\"")
-                break
+            if not mm:
+                continue
+            message = (mm.group("msg") or mm.group("yaml") or "").strip()
+            if message in ("|", "|-", ">", ">-"):  # a YAML block: its indented lines
+                indent = len(part) - len(part.lstrip()) + 1
+                block = []
+                for follow in body[k + 1 :]:
+                    if follow.strip() and len(follow) - len(follow.lstrip()) < indent:
+                        break
+                    block.append(follow.strip())
+                message = " ".join(b for b in block if b)
+            message = message.strip("'\"")
+            break
         unreachable = (f.group("kind") or "").startswith("UNREACHABLE")
         failures.append(TaskFailure(f.group("host"), task, message, unreachable=unreachable))
     return failures

@@ -165,3 +165,22 @@ def world_with_playbook(world):  # type: ignore[no-untyped-def]
         sleep=world.clock.sleep,
     )
     return world, client
+
+
+YAML_BLOCK = """
+TASK [elastic : Start slurmd] **************************************************
+fatal: [node-3]: FAILED! =>
+    changed: false
+    msg: |-
+        Unable to start service slurmd: Failed to start slurmd.service: Unit slurmd.service is masked.
+
+PLAY RECAP *********************************************************************
+"""
+
+
+def test_failed_tasks_read_a_yaml_block_message() -> None:
+    (failure,) = failed_tasks(YAML_BLOCK)
+    assert failure.message == (
+        "Unable to start service slurmd: Failed to start slurmd.service: "
+        "Unit slurmd.service is masked."
+    )

@@ -294,3 +294,12 @@ def test_a_node_up_in_slurm_but_free_in_the_pool_is_adopted(world: World) -> Non
     world.slurm.states["node-3"] = "idle"  # an administrator resumed it by hand
     assert world.client.sync_pool()["adopted"] == ["node-3"]
     assert world.owners()["node-3"] == "slurm"
+
+
+def test_resume_fail_program_keeps_the_reason_a_failed_step_gave(world: World) -> None:
+    world.prov.fail = "configure"
+    world.client.resume("node-2")
+    reason = world.slurm.reasons["node-2"]
+    assert reason.startswith("ptc resume: configure failed")
+    world.client.resume_failed("node-2")  # Slurm's ResumeTimeout came too
+    assert world.slurm.reasons["node-2"] == reason
