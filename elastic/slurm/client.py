@@ -269,6 +269,14 @@ class SlurmElasticClient:
                 self.report.warning(f"{node}: could not mark DOWN and power down: {err}")
         self._give_back(sorted(failed))
 
+    def _power_off_and_give_back(self, nodes: list[str], hostlist: str) -> list[str]:
+        """Power off (best effort: a node that will not stop still leaves the partition)."""
+        try:
+            self.provisioner.power_off(nodes)
+        except PtcError as err:
+            self.report.warning(f"power off {hostlist}: {err}")
+        return self._give_back(nodes)
+
     def _give_back(self, nodes: list[str]) -> list[str]:
         """DeleteNodes for those of ``nodes`` we hold; nodes already gone are not an error."""
         mine = set(self.held())
@@ -282,11 +290,7 @@ class SlurmElasticClient:
 
     def suspend(self, hostlist: str) -> list[str]:
         nodes = self.slurm.expand(hostlist)
-        try:
-            self.provisioner.power_off(nodes)
-        except PtcError as err:
-            self.report.warning(f"power off {hostlist}: {err}")
-        released = self._give_back(nodes)
+        released = self._power_off_and_give_back(nodes, hostlist)
         self.report.status(f"suspend {hostlist}: released {released or 'none (not ours)'}")
         return released
 
@@ -306,11 +310,7 @@ class SlurmElasticClient:
                 self.slurm.down(fresh, "ptc resume: slurmd did not register (ResumeTimeout)")
         except SlurmCommandError as err:
             self.report.warning(f"mark DOWN {hostlist}: {err}")
-        try:
-            self.provisioner.power_off(nodes)
-        except PtcError as err:
-            self.report.warning(f"power off {hostlist}: {err}")
-        released = self._give_back(nodes)
+        released = self._power_off_and_give_back(nodes, hostlist)
         self.report.status(f"resume-fail {hostlist}: DOWN, released {released or 'none'}")
         return released
 
