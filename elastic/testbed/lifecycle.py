@@ -49,6 +49,7 @@ def up(
 
     backend = backends.get(testbed, site, on_event)
     backend.preflight()  # credentials and tools, before anything exists that needs undoing
+    backend.claim_name(name)
     report.status(f"render {profile} {' '.join(f'{k}={v}' for k, v in params.items())}")
     rendered = render.render_request(profile, params)
     request_xml, request = rendered.xml, rendered.topology

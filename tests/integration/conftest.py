@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from naming import experiment_name
 
 REPO = Path(__file__).resolve().parents[2]
 PTC = [sys.executable, "-m", "elastic.cli"]
@@ -72,7 +73,7 @@ def ptc(ptc_home: Path) -> Runner:
     return run
 
 
-SHARED_NAME = os.environ.get("PTC_TEST_SHARED_CLUSTER_NAME", "shared")
+SHARED_NAME = experiment_name("shared", "PTC_TEST_SHARED_CLUSTER_NAME")
 
 # Every experiment created in this session, in order; the shared cluster outlives its module.
 _created: list[str] = []

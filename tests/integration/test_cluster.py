@@ -8,7 +8,6 @@ which `ptc deploy --limit node-2,head` brings into the running cluster, and shri
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from naming import experiment_name
 from remote import containers, ssh
 
 from elastic.bench import campaign as campaigns
@@ -31,7 +31,7 @@ from elastic.testbed import experiment as experiments
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Overridable so that parallel developers' runs on one machine do not collide.
-NAME = os.environ.get("PTC_TEST_CLUSTER_NAME", "cl")
+NAME = experiment_name("cl", "PTC_TEST_CLUSTER_NAME")
 LATE_NODE = "node-2"
 HPCC = "/opt/ptc/bench/hpcc/hpcc.sbatch"
 

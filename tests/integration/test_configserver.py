@@ -30,11 +30,12 @@ from typing import Any
 
 import boto3
 import pytest
+from naming import experiment_name
 from remote import ssh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-NAME = os.environ.get("PTC_TEST_CFG_NAME", "cfgit")
+NAME = experiment_name("cfgit", "PTC_TEST_CFG_NAME")
 MEMBERS = ["head", "cfg-1", "cfg-2"]
 DATA_DIR = "/var/lib/etcd/ptc"
 SECRETS = "/etc/ptc/secrets"

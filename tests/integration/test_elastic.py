@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from naming import experiment_name
 from remote import ssh
 
 from elastic.errors import PtcError
@@ -34,7 +35,7 @@ from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-NAME = os.environ.get("PTC_TEST_ELASTIC_NAME", "elastic")
+NAME = experiment_name("elastic", "PTC_TEST_ELASTIC_NAME")
 NODES = ["node-0", "node-1", "node-2", "node-3"]
 SUSPEND_TIME = 20
 EXTRAVARS = [

@@ -20,11 +20,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from naming import experiment_name
 from remote import ssh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-NAME = "lklinks"
+NAME = experiment_name("lklinks")
 LATENCY_MS = 20.0
 BANDWIDTH_KBPS = 20000
 ADDRESS = {

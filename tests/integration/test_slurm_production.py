@@ -12,7 +12,6 @@ share is repaired.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -21,12 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from naming import experiment_name
 from remote import ssh
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Overridable so that parallel developers' runs on one machine do not collide.
-NAME = os.environ.get("PTC_TEST_SLURM_CLUSTER_NAME", "slurmprod")
+NAME = experiment_name("slurmprod", "PTC_TEST_SLURM_CLUSTER_NAME")
 HOOK_LOG = "/var/log/slurm/ptc-hooks.log"
 EXTRAVARS = {
     "slurm_accounting_qos": "[{name: small, MaxTRESPerJob: cpu=1, Flags: DenyOnLimit, Priority: 10}]",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from lxml import etree
+from naming import experiment_name
 from remote import containers, ssh
 
 from elastic.testbed import rspec
@@ -18,11 +19,12 @@ from elastic.testbed.groups import node_groups
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 COMPUTE = 3
+TB, TWOLAN, GONE = (experiment_name(base) for base in ("tb", "twolan", "gone"))
 
 
 @pytest.fixture(scope="module")
 def cluster(experiment_factory) -> Path:  # type: ignore[no-untyped-def]
-    return experiment_factory("tb", "profiles/slurm_cluster.py", f"computeNodeCount={COMPUTE}")
+    return experiment_factory(TB, "profiles/slurm_cluster.py", f"computeNodeCount={COMPUTE}")
 
 
 def manifest_of(expdir: Path) -> rspec.Topology:
@@ -98,20 +100,20 @@ def test_startup_script_ran_and_built_the_key_mesh(cluster: Path) -> None:
 
 
 def test_up_of_an_existing_name_refuses(cluster: Path, ptc) -> None:  # type: ignore[no-untyped-def]
-    proc = ptc("up", "profiles/slurm_cluster.py", "--local", "--name", "tb")
+    proc = ptc("up", "profiles/slurm_cluster.py", "--local", "--name", TB)
     assert proc.returncode == 2
     assert "already exists" in proc.stderr
     assert (cluster / "manifest.xml").exists()
 
 
 def test_status_and_list(cluster: Path, ptc) -> None:  # type: ignore[no-untyped-def]
-    status = ptc("status", "tb")
+    status = ptc("status", TB)
     assert status.returncode == 0
     for node in ["head", "node-0", "node-2"]:
         assert node in status.stdout
     assert "running" in status.stdout
     listing = ptc("list")
-    assert "tb" in listing.stdout and "ready" in listing.stdout
+    assert TB in listing.stdout and "ready" in listing.stdout
 
 
 def _netns_names() -> list[str]:
@@ -120,7 +122,7 @@ def _netns_names() -> list[str]:
 
 
 def test_two_lans_are_two_isolated_networks(experiment_factory) -> None:  # type: ignore[no-untyped-def]
-    expdir = experiment_factory("twolan", "profiles/tests/two_lans.py")
+    expdir = experiment_factory(TWOLAN, "profiles/tests/two_lans.py")
     bridges = subprocess.run(
         ["ip", "-n", "ptc-twolan", "-o", "link", "show", "type", "bridge"],
         capture_output=True,
@@ -146,15 +148,30 @@ def test_two_lans_are_two_isolated_networks(experiment_factory) -> None:  # type
 
 
 def test_down_leaves_nothing_behind(experiment_factory, ptc) -> None:  # type: ignore[no-untyped-def]
-    expdir = experiment_factory("gone", "profiles/tests/single_node.py")
-    assert containers("gone") and "ptc-gone" in _netns_names()
-    proc = ptc("down", "gone")
+    expdir = experiment_factory(GONE, "profiles/tests/single_node.py")
+    assert containers(GONE) and f"ptc-{GONE}" in _netns_names()
+    proc = ptc("down", GONE)
     assert proc.returncode == 0, proc.stderr
-    assert containers("gone") == []
-    assert "ptc-gone" not in _netns_names()
+    assert containers(GONE) == []
+    assert f"ptc-{GONE}" not in _netns_names()
     assert not expdir.exists()
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "ptc-gone-" not in procs  # no conmon or other process of the experiment survives
+    assert f"ptc-{GONE}-" not in procs  # no conmon or other process of the experiment survives
+
+
+def test_a_name_in_use_outside_this_home_is_refused_and_left_alone(ptc, ptc_home: Path) -> None:  # type: ignore[no-untyped-def]
+    other = experiment_name("other")
+    ns = f"ptc-{other}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        proc = ptc("up", "profiles/tests/single_node.py", "--local", "--name", other)
+        assert proc.returncode != 0
+        assert f"network namespace {ns}" in proc.stderr and "outside this PTC_HOME" in proc.stderr
+        assert ns in _netns_names(), "the other home's namespace was removed"
+        assert containers(other) == []
+        assert not (ptc_home / "experiments" / other).exists()
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], check=False)
 
 
 def test_unknown_experiment_is_a_clear_error(ptc) -> None:  # type: ignore[no-untyped-def]

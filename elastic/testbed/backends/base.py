@@ -14,6 +14,10 @@ class Backend(Protocol):
         """Check tools and credentials; raise PtcError before anything is created."""
         ...
 
+    def claim_name(self, name: str) -> None:
+        """Refuse an experiment name the testbed already uses outside this PTC_HOME."""
+        ...
+
     def create(self, exp: Experiment, request: Topology) -> bytes:
         """Instantiate the request; return the manifest RSpec (CloudLab's form) as XML bytes.
 

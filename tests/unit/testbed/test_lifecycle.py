@@ -34,6 +34,9 @@ class FailingBackend:
     def preflight(self) -> None:
         pass
 
+    def claim_name(self, name: str) -> None:
+        pass
+
     def create(self, exp: Experiment, request: Topology) -> bytes:
         raise PtcError("node head: boot failed")
 

@@ -129,6 +129,9 @@ class CloudLabBackend:
     def preflight(self) -> None:
         self.context()  # loading the geni-lib context names what is missing
 
+    def claim_name(self, name: str) -> None:
+        """Nothing to check here: the aggregate itself refuses a slice name that is taken."""
+
     def create(self, exp: Experiment, request: Topology) -> bytes:
         from geni.aggregate.exceptions import AMError
 

@@ -88,6 +88,18 @@ class LocalBackend:
             self.delete(exp)
             raise
 
+    def claim_name(self, name: str) -> None:
+        # Namespaces and container names are machine-wide while experiments live under one
+        # PTC_HOME: a same-named experiment of another home must be refused, never cleaned up.
+        taken = podman.containers_of(name)
+        if network.namespace_exists(name):
+            taken.insert(0, f"network namespace {network.namespace(name)}")
+        if taken:
+            raise InputError(
+                f"experiment name {name!r} is in use on this machine outside this PTC_HOME "
+                f"({', '.join(taken)}); choose another --name, or take it down from its own home"
+            )
+
     def delete(self, exp: Experiment) -> None:
         names = podman.containers_of(exp.name)
         if names:
