@@ -1,4 +1,4 @@
-"""Experiment lifecycle commands: up, modify, down, status, list, ssh, inventory, adopt."""
+"""Experiment lifecycle commands: up, modify, replace, down, status, list, ssh, inventory, adopt."""
 
 from __future__ import annotations
 
@@ -91,6 +91,25 @@ def modify(
         err_console.print(f"next: ptc deploy {exp.name} --limit {hosts},head")
     elif change.removed:
         err_console.print(f"next: ptc deploy {exp.name} --limit head")
+    _print_nodes(exp)
+
+
+def replace(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    nodes: Annotated[list[str], typer.Argument(help="the nodes to replace", show_default=False)],
+) -> None:
+    """Replace failed nodes with fresh ones: same names and addresses, empty disks.
+
+    Locally the node's container and disks are removed and a new one starts in its place; on
+    CloudLab, reload the node in the portal. Then `ptc deploy NAME` configures it, taking the
+    cluster's identity (munge key, database password) from the configuration server."""
+    started = time.monotonic()
+    with render.progress(err_console) as on_event:
+        exp = lifecycle.replace_nodes(name, nodes, on_event)
+    err_console.print(
+        f"[green]replaced {', '.join(nodes)}[/] in {exp.name} in {time.monotonic() - started:.1f}s"
+    )
+    err_console.print(f"next: ptc deploy {exp.name}")
     _print_nodes(exp)
 
 
@@ -228,6 +247,7 @@ def _print_nodes(exp: experiments.Experiment) -> None:
 def register(app: typer.Typer) -> None:
     app.command()(up)
     app.command()(modify)
+    app.command()(replace)
     app.command()(down)
     app.command()(status)
     app.command("list")(list_)

@@ -22,6 +22,7 @@ from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.base import Backend
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
+from elastic.testbed.topology import Login
 
 
 def backend_for(exp: Experiment, on_event: OnEvent | None = None) -> Backend:
@@ -122,6 +123,64 @@ def modify(
     target.save()
     write_inventory(target)
     return target, change
+
+
+def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = None) -> Experiment:
+    """Put fresh nodes (empty disks, same names and addresses) in the place of ``nodes``.
+
+    What a testbed's reload does to a failed machine: run `ptc deploy` afterwards to configure
+    them. The other nodes are not touched."""
+    report = Reporter("replace", on_event)
+    exp = experiments.load(name)
+    if exp.adopted:
+        raise InputError(
+            f"experiment {name!r} was adopted from a saved manifest: reload the nodes in the "
+            f"portal, then `ptc deploy {name}`"
+        )
+    if exp.state != "ready":
+        raise InputError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
+    if not nodes:
+        raise InputError("name the nodes to replace, e.g. `ptc replace NAME head`")
+    manifest = rspec.parse_manifest(exp.manifest())
+    known = [n.client_id for n in manifest.nodes]
+    if unknown := [n for n in nodes if n not in known]:
+        raise NotFoundError(
+            f"experiment {name!r} has no node {', '.join(map(repr, unknown))}; "
+            f"its nodes are {', '.join(known)}"
+        )
+    old_logins = [n.login for n in manifest.nodes if n.client_id in nodes and n.login]
+    profile = Path(exp.profile)
+    if not profile.is_file():
+        raise NotFoundError(f"experiment {name!r}: its profile {exp.profile!r} no longer exists")
+    request = render.render_request(profile, exp.params, warnings_fatal=False).topology
+    backend = backend_for(exp, on_event)
+    backend.preflight()
+    report.status(f"{name}: replacing {', '.join(nodes)}")
+    exp.state = "modifying"
+    exp.save()
+    try:
+        manifest_xml = backend.replace_nodes(exp, request, sorted(set(nodes)))
+        atomic.write_bytes(exp.manifest_path, manifest_xml)
+    finally:
+        exp.state = "ready"
+        exp.save()
+    fresh = [n.login for n in rspec.parse_manifest(manifest_xml).nodes if n.client_id in nodes]
+    _forget_host_keys(exp, [lg for lg in [*old_logins, *fresh] if lg is not None])
+    write_inventory(exp)
+    return exp
+
+
+def _forget_host_keys(exp: Experiment, logins: Sequence[Login]) -> None:
+    # A fresh node has new host keys, possibly behind the old port; with a stale entry, ssh
+    # would refuse the port forwarding that `ptc config` and `ptc elastic` ride on.
+    known_hosts = exp.inventory_dir / "known_hosts"
+    if not known_hosts.is_file():
+        return
+    for login in logins:
+        host = login.hostname if login.port == 22 else f"[{login.hostname}]:{login.port}"
+        subprocess.run(
+            ["ssh-keygen", "-R", host, "-f", str(known_hosts)], capture_output=True, check=False
+        )
 
 
 def adopt(

@@ -31,6 +31,11 @@ class Backend(Protocol):
         before any running node was touched."""
         ...
 
+    def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        """Put fresh nodes, with empty disks, in the place of ``nodes``: same names and
+        addresses. Return the new manifest RSpec. The old nodes are gone even when it raises."""
+        ...
+
     def delete(self, exp: Experiment) -> None:
         """Release every resource of the experiment; safe to call twice."""
         ...

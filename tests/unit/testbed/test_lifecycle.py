@@ -165,6 +165,67 @@ def test_modify_of_an_experiment_that_is_not_ready_is_refused() -> None:
         lifecycle.modify("busy", {"computeNodeCount": "2"})
 
 
+class ReplacingBackend(GrowingBackend):
+    """Replaces nodes by moving them to new ports, as a fresh container would be."""
+
+    def __init__(self, fails: bool = False) -> None:
+        super().__init__(delete_fails=False)
+        self.fails = fails
+        self.replaced: list[str] = []
+
+    def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        self.replaced = nodes
+        if self.fails:
+            raise PtcError(f"node {nodes[0]}: boot failed")
+        manifest = rspec.parse_manifest(exp.manifest())
+        for node in manifest.nodes:
+            if node.client_id in nodes and node.login:
+                node.login = Login(node.login.hostname, node.login.port + 100, "root")
+        return rspec.write_manifest(manifest)
+
+
+def test_replace_gives_fresh_nodes_new_logins_and_forgets_their_host_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exp = running("repl", 2)
+    backend = ReplacingBackend()
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
+    known_hosts = exp.inventory_dir / "known_hosts"
+    known_hosts.write_text(
+        "[127.0.0.1]:2200 ssh-ed25519 AAAAold-head\n[127.0.0.1]:2201 ssh-ed25519 AAAAnode0\n"
+    )
+    lifecycle.replace_nodes("repl", ["head"])
+    assert backend.replaced == ["head"]
+    assert experiments.load("repl").state == "ready"
+    hosts = (exp.inventory_dir / "hosts.yml").read_text()
+    assert "ansible_port: 2300" in hosts and "ansible_port: 2201" in hosts
+    assert known_hosts.read_text().splitlines() == ["[127.0.0.1]:2201 ssh-ed25519 AAAAnode0"], (
+        "the replaced node's old host key is kept, the others' are lost"
+    )
+
+
+def test_replace_names_unknown_nodes_and_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = running("replbad", 1)
+    before = snapshot(exp)
+    backend = ReplacingBackend()
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
+    with pytest.raises(InputError, match=r"no node 'nodex'.*its nodes are head, node-0"):
+        lifecycle.replace_nodes("replbad", ["head", "nodex"])
+    assert backend.replaced == [] and snapshot(exp) == before
+
+
+def test_a_failed_replace_leaves_the_experiment_ready_to_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exp = running("replfail", 1)
+    before = snapshot(exp)
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: ReplacingBackend(fails=True))
+    with pytest.raises(PtcError, match="node node-0: boot failed"):
+        lifecycle.replace_nodes("replfail", ["node-0"])
+    assert experiments.load("replfail").state == "ready"
+    assert snapshot(exp) == before
+
+
 # --- parameter warnings, struct parameters and the CLI's parameter options ------------------
 
 PORTAL_PARAMS = PROFILE.parent / "portal_params.py"

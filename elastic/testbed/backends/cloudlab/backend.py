@@ -176,6 +176,15 @@ class CloudLabBackend:
             f"save its manifest over {exp.manifest_path} and run `ptc inventory {exp.name}`"
         )
 
+    def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        # Reloading a node's disk is a portal action, not one of the aggregate calls ptc makes;
+        # the node keeps its name and addresses there too, so the next step is the same.
+        raise TestbedError(
+            f"experiment {exp.name!r} is on CloudLab: reload {', '.join(nodes)} from the "
+            "experiment page (the node's menu, Reload), then run "
+            f"`ptc deploy {exp.name}` to configure the fresh node"
+        )
+
     def status(self, exp: Experiment) -> dict[str, str]:
         from geni.aggregate.exceptions import AMError
 

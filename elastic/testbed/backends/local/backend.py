@@ -168,6 +168,33 @@ class LocalBackend:
             atomic.write_bytes(geni / "manifest.xml", xml)
         return xml
 
+    def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        """Remove the nodes' containers and disks, then start fresh ones in their place.
+
+        A testbed's reload gives a node a new disk under the same name and addresses; so do
+        these: the experiment's shared directory (the /home share) is all that survives."""
+        current = rspec.parse_manifest(exp.manifest())
+        by_id = {lk.client_id: lk for lk in request.links}
+        request = replace(request, links=[by_id[lk.client_id] for lk in current.links])
+        wires = network.plan(request)
+        links.plan(request, wires)
+        fresh = [n for n in request.nodes if n.client_id in nodes]
+        self.report.status(f"removing {', '.join(nodes)}")
+        self._remove_nodes(exp, set(nodes))
+        started = self._add_nodes(exp, request, fresh, wires)
+        fresh_by_id = {n.client_id: n for n in fresh}
+        manifest = replace(current, nodes=[
+            self._manifest_node(exp, fresh_by_id[c.client_id], started[c.client_id].port)
+            if c.client_id in started else c
+            for c in current.nodes
+        ])  # fmt: skip
+        xml = rspec.write_manifest(manifest)
+        added = [n for n in manifest.nodes if n.client_id in started]
+        self._ready_added(exp, manifest, added, wires, xml)
+        for node in manifest.nodes:  # the others' copy of the manifest has the new SSH ports
+            atomic.write_bytes(self._geni_dir(exp, node.client_id) / "manifest.xml", xml)
+        return xml
+
     def _add_nodes(
         self, exp: Experiment, request: Topology, nodes: list[Node], wires: list[network.Wire]
     ) -> dict[str, Started]:
