@@ -67,7 +67,8 @@ class LeaseElection:
         return kv.text if kv else None
 
     def campaign(self, timeout: float | None = None) -> bool:
-        """Block until elected (True) or ``timeout`` passes (False)."""
+        """Block until elected (True), or until ``timeout`` passes or :meth:`abandon` /
+        :meth:`resign` is called (False). May be called again after the lease was lost."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._stop.is_set():
             try:
@@ -77,17 +78,17 @@ class LeaseElection:
                 pass  # no quorum now: try again
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            time.sleep(self.poll_s)
+            self._stop.wait(self.poll_s)
         return False
 
     def _try_once(self) -> bool:
-        if not self.lease:
+        # A cheap local read first: while someone leads, a standby sends no write at all.
+        if self.client.get(self.key, serializable=True) is not None:
+            return False
+        sent = time.monotonic()  # the lease runs from no earlier than this
+        if not self.lease or self.client.lease_keepalive(self.lease) <= 0:
+            sent = time.monotonic()
             self.lease = self.client.lease_grant(self.ttl)
-            granted = time.monotonic()
-        else:
-            granted = time.monotonic()
-            if self.client.lease_keepalive(self.lease) <= 0:
-                self.lease = self.client.lease_grant(self.ttl)
         result = self.client.txn(
             [compare_create_revision(self.key, "=", 0)],
             [op_put(self.key, self.identity, lease=self.lease), op_get(self.key)],
@@ -96,7 +97,7 @@ class LeaseElection:
             return False
         kv = parse_range(result.responses[1]["response_range"]).kvs[0]
         self.revision = kv.create_revision
-        self._renewed = granted
+        self._renewed = sent
         self._leading.set()
         self._keeper = threading.Thread(target=self._keep, name="lease-keeper", daemon=True)
         self._keeper.start()
@@ -104,7 +105,7 @@ class LeaseElection:
 
     def _keep(self) -> None:
         interval = self.ttl / 3
-        while not self._stop.wait(interval):
+        while self._leading.is_set() and not self._stop.wait(interval):
             sent = time.monotonic()
             try:
                 alive = self.client.lease_keepalive(self.lease) > 0

@@ -32,7 +32,7 @@ from elastic.configserver.client import (
 from elastic.configserver.errors import Indeterminate
 from elastic.configserver.node import NODE_CLIENT_DIR, open_node
 from elastic.errors import InputError, PtcError
-from elastic.manager.errors import RevisionConflict
+from elastic.manager.errors import NotActive, RevisionConflict
 
 DEFAULT_KEY = "/ptc/manager/state"
 INDETERMINATE_RETRIES = 3
@@ -40,8 +40,9 @@ INDETERMINATE_RETRIES = 3
 Guard = Callable[[], Sequence[dict[str, Any]]]
 
 
-class NotLeader(PtcError):
-    """This manager's guard no longer holds (it lost its lease): it must stop acting."""
+class NotLeader(NotActive):
+    """This manager's guard no longer holds (it lost its lease): it must stop acting (HTTP 503
+    when a request meets it)."""
 
 
 def encode(document: Mapping[str, Any]) -> bytes:
@@ -101,19 +102,41 @@ class EtcdStore:
         raise RevisionConflict(f"etcd key {self.key}: revision is {revision}, not {expect}")
 
 
-def from_config(settings: Mapping[str, Any], guard: Guard | None = None) -> EtcdStore:
-    """An EtcdStore from the manager configuration's ``store:`` mapping::
+STORE_SETTINGS = {"kind", "key", "user", "credentials", "timeout"}
 
-    store: {kind: etcd, key: /ptc/manager/state, user: manager, credentials: /etc/ptc/etcd}
-    """
-    unknown = sorted(set(settings) - {"kind", "key", "user", "credentials", "timeout"})
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    unknown = sorted(set(settings) - STORE_SETTINGS)
     if unknown:
         raise InputError(f"store: unknown setting {unknown[0]!r}")
     if settings.get("kind", "etcd") != "etcd":
         raise InputError(f"store: kind: {settings.get('kind')!r} is not 'etcd'")
+
+
+def open_client(settings: Mapping[str, Any], prefer: str | None = None) -> EtcdClient:
+    """The etcd client the manager configuration's ``store:`` mapping describes, with the member
+    on ``prefer`` (this node's address) tried first: a manager reads and writes through its own
+    node's member, so a dead member elsewhere costs it no timeout."""
+    check_settings(settings)
     client = open_node(
         str(settings.get("user", "manager")),
         Path(settings.get("credentials", NODE_CLIENT_DIR)),
         timeout=float(settings.get("timeout", 5.0)),
     )
+    if prefer:
+        local = [ep for ep in client.endpoints if ep.server_name == prefer]
+        client.endpoints = local + [ep for ep in client.endpoints if ep.server_name != prefer]
+    return client
+
+
+def from_config(
+    settings: Mapping[str, Any], guard: Guard | None = None, client: EtcdClient | None = None
+) -> EtcdStore:
+    """An EtcdStore from the manager configuration's ``store:`` mapping::
+
+    store: {kind: etcd, key: /ptc/manager/state, user: manager, credentials: /etc/ptc/etcd}
+    """
+    check_settings(settings)
+    if client is None:
+        client = open_client(settings)
     return EtcdStore(client, str(settings.get("key", DEFAULT_KEY)), guard)

@@ -3,7 +3,14 @@
 Every route but ``/v1/health`` needs ``Authorization: Bearer <token>``. Errors are JSON
 ``{"error": kind, "field": name, "message": text}`` with 401 (no or unknown token), 403 (not
 yours), 404 (unknown node, partition or reclamation), 409 (held elsewhere, stale or missing
-PV) or 422 (an invalid field; ``field`` names it).
+PV), 422 (an invalid field; ``field`` names it) or 503 (this manager is not the active one, or
+the configuration server is unavailable: ask again, at ``active`` when the body names it; the
+header ``X-Ptc-Active-Manager`` carries it too).
+
+With several managers (one per configuration-server node), only the active one serves: the
+others answer every route but ``/v1/health`` and the schema with 503. A POST may carry an
+``Idempotency-Key``: a retry with the same key (a client that lost the answer when the active
+manager died) gets the first answer and changes nothing.
 """
 
 from __future__ import annotations
@@ -13,19 +20,25 @@ import logging
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
+from starlette.middleware.base import RequestResponseEndpoint
 
+from elastic.configserver.errors import Unavailable
 from elastic.errors import InputError, PtcError
 from elastic.manager.auth import Principal
-from elastic.manager.core import Manager
+from elastic.manager.core import Manager, request_key
+from elastic.manager.errors import NotActive
 from elastic.manager.model import NAME_PATTERN, JobRecord, Node, PreemptionRecord, Reclamation
 from elastic.service import lifespan_running
 
 log = logging.getLogger(__name__)
+ACTIVE_HEADER = "X-Ptc-Active-Manager"
+# Served by every manager, active or not.
+OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 Name = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63)]
 _bearer = HTTPBearer(auto_error=False, description="the admin token or a partition's token")
 
@@ -114,6 +127,39 @@ class Ok(BaseModel):
     ok: bool = True
 
 
+class Health(BaseModel):
+    ok: bool = True
+    active: bool = Field(description="this manager is the active one")
+    active_manager: str | None = Field(
+        default=None, description="the active manager's URL, when known"
+    )
+
+
+def _request_key(
+    key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=128,
+            pattern=r"^[A-Za-z0-9._:-]{1,128}$",
+            description="the same key on a retry returns the first answer",
+        ),
+    ] = None,
+) -> str | None:
+    return key
+
+
+RequestKey = Annotated[str | None, Depends(_request_key)]
+
+
+def not_active(message: str, active: str | None) -> JSONResponse:
+    body = {"error": "NotActive", "field": "", "message": message, "active": active}
+    headers = {"Retry-After": "1"}
+    if active:
+        headers[ACTIVE_HEADER] = active
+    return JSONResponse(body, status_code=503, headers=headers)
+
+
 def _caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -138,6 +184,10 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         while True:
             try:
                 await asyncio.to_thread(manager.tick)
+            except NotActive as err:
+                log.warning("tick stopped: %s", err)
+            except Unavailable as err:
+                log.warning("tick: the configuration server is unavailable: %s", err)
             except Exception:  # keep the loop alive; the next tick retries
                 log.exception("manager tick failed")
             await asyncio.sleep(tick_interval)
@@ -149,9 +199,25 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         lifespan=lifespan_running(_loop if run_loop else None),
     )
     app.state.manager = manager
+    leadership = manager.leadership
+
+    @app.middleware("http")
+    async def only_the_active_serves(
+        request: Request, call_next: RequestResponseEndpoint
+    ) -> Response:
+        if request.url.path in OPEN_PATHS or leadership.is_active():
+            return await call_next(request)
+        active = await asyncio.to_thread(leadership.active)
+        return not_active("this elastic manager is a standby; ask the active one", active)
 
     @app.exception_handler(PtcError)
     async def ptc_error(_: Request, err: PtcError) -> JSONResponse:
+        if isinstance(err, NotActive):
+            active = await asyncio.to_thread(leadership.active)
+            return not_active(str(err), active)
+        if isinstance(err, Unavailable):
+            body = {"error": "StoreUnavailable", "field": "", "message": str(err)}
+            return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
         status = getattr(err, "status", 422 if isinstance(err, InputError) else 409)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         body = {
@@ -177,9 +243,10 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         }
         return JSONResponse(body, status_code=422)
 
-    @app.get("/v1/health", response_model=Ok)
-    def health() -> Ok:
-        return Ok()
+    @app.get("/v1/health", response_model=Health)
+    def health() -> Health:
+        active = leadership.is_active()
+        return Health(active=active, active_manager=leadership.active())
 
     @app.get("/v1/status", summary="Pool, partitions, PV ages, pending reclamations")
     def status(who: Caller) -> dict[str, Any]:
@@ -216,8 +283,9 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         status_code=201,
         summary="CreatePartition (admin)",
     )
-    def create_partition(spec: PartitionSpec, who: Caller) -> PartitionCreated:
-        part, token = manager.create_partition(who, spec.name, spec.endpoint)
+    def create_partition(spec: PartitionSpec, who: Caller, key: RequestKey) -> PartitionCreated:
+        with request_key(key):
+            part, token = manager.create_partition(who, spec.name, spec.endpoint)
         return PartitionCreated(name=part.name, endpoint=part.endpoint, token=token)
 
     @app.get("/v1/partitions/{partition}/token", response_model=TokenOut)
@@ -225,15 +293,16 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         return TokenOut(token=manager.partition_token(who, partition))
 
     @app.post("/v1/partitions/{partition}/nodes", response_model=AddOut, summary="AddNodes")
-    def add_nodes(partition: Name, req: AddRequest, who: Caller) -> AddOut:
-        result = manager.add_nodes(
-            who,
-            partition,
-            nodes=req.nodes,
-            count=req.count,
-            features=req.features,
-            grace=req.grace,
-        )
+    def add_nodes(partition: Name, req: AddRequest, who: Caller, key: RequestKey) -> AddOut:
+        with request_key(key):
+            result = manager.add_nodes(
+                who,
+                partition,
+                nodes=req.nodes,
+                count=req.count,
+                features=req.features,
+                grace=req.grace,
+            )
         return AddOut(
             partition=result.partition,
             added=result.added,
@@ -244,8 +313,11 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
     @app.post(
         "/v1/partitions/{partition}/nodes/release", response_model=ReleaseOut, summary="DeleteNodes"
     )
-    def delete_nodes(partition: Name, req: ReleaseRequest, who: Caller) -> ReleaseOut:
-        return ReleaseOut(released=manager.delete_nodes(who, partition, req.nodes))
+    def delete_nodes(
+        partition: Name, req: ReleaseRequest, who: Caller, key: RequestKey
+    ) -> ReleaseOut:
+        with request_key(key):
+            return ReleaseOut(released=manager.delete_nodes(who, partition, req.nodes))
 
     @app.put(
         "/v1/partitions/{partition}/values", response_model=ValuesOut, summary="SetResourceValues"
@@ -262,9 +334,9 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         status_code=201,
         summary="Reclaim nodes from a partition (admin)",
     )
-    def reclaim(req: ReclaimRequest, who: Caller) -> Reclamation:
-        rec = manager.reclaim(who, req.partition, req.count, req.grace)
-        return rec
+    def reclaim(req: ReclaimRequest, who: Caller, key: RequestKey) -> Reclamation:
+        with request_key(key):
+            return manager.reclaim(who, req.partition, req.count, req.grace)
 
     @app.get("/v1/reclamations", response_model=list[Reclamation])
     def reclamations(who: Caller) -> list[Reclamation]:
@@ -275,8 +347,9 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         return manager.reclamation(reclamation)
 
     @app.post("/v1/reclamations/{reclamation}/jobs", response_model=Ok)
-    def report_jobs(reclamation: Name, req: JobsReport, who: Caller) -> Ok:
-        manager.report_jobs(who, reclamation, [j.model_dump(mode="json") for j in req.jobs])
+    def report_jobs(reclamation: Name, req: JobsReport, who: Caller, key: RequestKey) -> Ok:
+        with request_key(key):
+            manager.report_jobs(who, reclamation, [j.model_dump(mode="json") for j in req.jobs])
         return Ok()
 
     @app.get("/v1/events", summary="The append-only event log")

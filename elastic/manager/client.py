@@ -4,12 +4,20 @@
 kind the manager raised (404 -> NotFoundError, 422 -> InputError, ...), with the field named.
 :class:`ReferenceClient` is the paper's general-purpose client: it acquires nodes (reclaiming
 from other partitions when the pool is empty) and releases them.
+
+A client is given every manager's URL (``"http://a:8700,http://b:8700"`` or a list): one is
+active, the others answer 503 and name it. A request goes to the manager that answered last,
+and moves on to the next (first the one a 503 named) when a manager cannot be reached, its
+answer was lost, or it says it is not the active one; rounds repeat, a moment apart, for at
+most ``failover_timeout`` seconds. Every POST carries an ``Idempotency-Key`` that its retries
+share, so a request whose answer was lost when a manager died is never applied twice.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +27,12 @@ import httpx
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 
+ACTIVE_HEADER = "X-Ptc-Active-Manager"
+DEFAULT_FAILOVER_TIMEOUT = 30.0
+
 
 class ManagerUnreachable(PtcError):
-    """The manager did not answer (down, wrong address)."""
+    """No manager answered (down, wrong address), or none was the active one in time."""
 
 
 def read_token(path: Path) -> str:
@@ -34,40 +45,132 @@ def read_token(path: Path) -> str:
     return token
 
 
+def split_urls(urls: str | Sequence[str]) -> list[str]:
+    """Every manager URL, from a list or one string separated by commas or spaces."""
+    items = urls.replace(",", " ").split() if isinstance(urls, str) else list(urls)
+    found = [u.strip().rstrip("/") for u in items if u.strip()]
+    if not found:
+        raise InputError("manager URL: none given")
+    for url in found:
+        if not url.startswith(("http://", "https://")):
+            raise InputError(f"manager URL {url!r}: must start with http:// or https://")
+    return list(dict.fromkeys(found))
+
+
 class ManagerClient:
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         token: str,
         *,
         timeout: float = 10.0,
+        connect_timeout: float = 2.0,
+        failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        transports: dict[str, httpx.BaseTransport] | None = None,
         client: httpx.Client | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.urls = split_urls(url)
+        self.url = self.urls[0]
+        self.failover_timeout = failover_timeout
+        self._clock = clock
+        self._sleep = sleep
         headers = {"Authorization": f"Bearer {token}"}
+        self._clients: dict[str, httpx.Client] = {}
+        self._transports = dict(transports or {})
+        self._settings = (timeout, connect_timeout, transport)
         if client is not None:  # e.g. FastAPI's TestClient
             client.headers.update(headers)
-            self._http = client
+            self._clients[self.url] = client
+            self.urls = [self.url]
         else:
-            self._http = httpx.Client(
-                base_url=self.url, headers=headers, timeout=timeout, transport=transport
-            )
+            limits = httpx.Timeout(timeout, connect=connect_timeout)
+            for base in self.urls:
+                self._clients[base] = httpx.Client(
+                    base_url=base,
+                    headers=headers,
+                    timeout=limits,
+                    transport=self._transports.get(base, transport),
+                )
+        self._http = self._clients[self.url]  # the first manager's (older callers use it)
+
+    def with_token(self, token: str) -> ManagerClient:
+        """The same managers, through the same transports, as someone else."""
+        timeout, connect_timeout, transport = self._settings
+        return ManagerClient(
+            self.urls,
+            token,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            failover_timeout=self.failover_timeout,
+            transport=transport,
+            transports=self._transports,
+            clock=self._clock,
+            sleep=self._sleep,
+        )
+
+    def close(self) -> None:
+        for http in self._clients.values():
+            http.close()
+
+    def _order(self, hint: str | None, tried: set[str]) -> list[str]:
+        rest = [u for u in self.urls if u not in tried]
+        if hint in rest:
+            rest.remove(hint)
+            rest.insert(0, hint)
+        return rest
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as err:
-            raise ManagerUnreachable(f"elastic manager at {self.url}: {err}") from err
+        headers = dict(kwargs.pop("headers", None) or {})
+        if method == "POST":
+            headers.setdefault("Idempotency-Key", uuid.uuid4().hex)
+        deadline = self._clock() + self.failover_timeout
+        failures: dict[str, str] = {}
+        while True:
+            tried: set[str] = set()
+            hint: str | None = None
+            while order := self._order(hint, tried):
+                base = order[0]
+                tried.add(base)
+                try:
+                    response = self._clients[base].request(method, path, headers=headers, **kwargs)
+                except httpx.TransportError as err:
+                    # Not reached, or the answer was lost: the next manager (a POST's retry
+                    # carries the same Idempotency-Key, so it is applied at most once).
+                    failures[base] = (
+                        f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+                    )
+                    continue
+                if response.status_code == 503:
+                    body = _json(response)
+                    failures[base] = str(body.get("message") or "HTTP 503")
+                    hint = response.headers.get(ACTIVE_HEADER) or body.get("active") or None
+                    if isinstance(hint, str):
+                        hint = hint.rstrip("/")
+                    continue
+                if base != self.url:  # answer there first next time
+                    self.url = base
+                    self.urls.remove(base)
+                    self.urls.insert(0, base)
+                return self._answer(response)
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                detail = "; ".join(f"{u}: {m}" for u, m in failures.items())
+                raise ManagerUnreachable(
+                    f"no active elastic manager answered {method} {path} within "
+                    f"{self.failover_timeout:.0f} s ({detail})"
+                )
+            self._sleep(min(0.5, remaining))
+
+    def _answer(self, response: httpx.Response) -> Any:
         if response.status_code < 400:
             return response.json()
-        try:
-            body = response.json()
-        except ValueError:
-            body = {}
-        message = body.get("message") if isinstance(body, dict) else None
+        body = _json(response)
+        message = body.get("message")
         message = message or f"HTTP {response.status_code}: {response.text[:200]}"
-        field = body.get("field", "") if isinstance(body, dict) else ""
+        field = body.get("field", "")
         status = response.status_code
         if status == 401:
             raise Unauthenticated(message)
@@ -80,6 +183,11 @@ class ManagerClient:
         if status in (400, 422):
             raise InputError(message)
         raise PtcError(f"elastic manager: {message}")
+
+    def health(self) -> dict[str, Any]:
+        """The health of the manager that answers first (any manager answers, active or not)."""
+        result: dict[str, Any] = self._call("GET", "/v1/health")
+        return result
 
     # routes
     def status(self) -> dict[str, Any]:
@@ -158,6 +266,14 @@ class ManagerClient:
             "GET", "/v1/events", params={"since": since, "limit": limit}
         )
         return result
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 @dataclass(frozen=True)

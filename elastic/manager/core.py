@@ -7,21 +7,32 @@ nothing. Calls to clients (NotifyDeletePending) happen outside the write, from `
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
+
+from pydantic import TypeAdapter
 
 from elastic.events import OnEvent, Reporter
 from elastic.manager.auth import Principal, Tokens
-from elastic.manager.errors import Conflict, FieldError, RevisionConflict, UnknownError
+from elastic.manager.errors import (
+    Conflict,
+    FieldError,
+    NotActive,
+    RevisionConflict,
+    UnknownError,
+)
 from elastic.manager.model import (
     NAME_PATTERN,
+    AppliedRequest,
     JobRecord,
     Node,
     Partition,
@@ -46,6 +57,23 @@ T = TypeVar("T")
 Clock = Callable[[], float]
 NOTIFY_PATH = "/v1/notify-delete-pending"
 _NAME = re.compile(NAME_PATTERN)
+# Requests with an Idempotency-Key are remembered this long (s), and at most this many: far
+# longer than a client retries one request across managers (elastic.manager.client).
+REQUEST_RETENTION_S = 900.0
+MAX_REQUESTS = 2000
+_REQUEST_KEY: ContextVar[str | None] = ContextVar("ptc_manager_request_key", default=None)
+
+
+@contextlib.contextmanager
+def request_key(key: str | None) -> Iterator[None]:
+    """The calls to a Manager inside this block belong to the request ``key`` (the client's
+    Idempotency-Key): the change they make is recorded with its result in the same write, and a
+    second request with the same key gets that result without changing anything."""
+    token = _REQUEST_KEY.set(key)
+    try:
+        yield
+    finally:
+        _REQUEST_KEY.reset(token)
 
 
 class Notifier(Protocol):
@@ -70,12 +98,14 @@ def http_notifier(timeout: float = 5.0) -> Notifier:
 
 
 class Leadership(Protocol):
-    """Whether this manager is the active one. The one place that decides it: with several
-    managers on one replicated store (issue 11), only the active one runs ``tick`` (deadlines,
-    NotifyDeletePending); every manager may serve requests, since each change is a
-    compare-and-swap on the store."""
+    """Whether this manager is the active one: the one place that decides it. With several
+    managers on the configuration server (``elastic.manager.ha``), only the active one runs
+    ``tick`` (deadlines, NotifyDeletePending) and serves requests; the others answer 503 and
+    name the active one (``active``: its URL, None when unknown)."""
 
     def is_active(self) -> bool: ...
+
+    def active(self) -> str | None: ...
 
 
 class AlwaysActive:
@@ -83,6 +113,9 @@ class AlwaysActive:
 
     def is_active(self) -> bool:
         return True
+
+    def active(self) -> str | None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -137,14 +170,39 @@ class Manager:
         _, doc = self.store.read()
         return State.model_validate(doc or {})
 
-    def _update(self, change: Callable[[State], T]) -> T:
+    def _update(self, change: Callable[[State], T], returns: Any = None) -> T:
+        """Read, ``change`` a copy, write it back with one compare-and-swap (retried when
+        another write came first). With ``returns`` (the result's type) and a request key
+        (:func:`request_key`), the result is recorded with the change; a retry of the same
+        request gets the recorded result and changes nothing. A change that changes nothing
+        writes nothing."""
+        key = _REQUEST_KEY.get() if returns is not None else None
+        op = change.__qualname__.split(".<locals>")[0]
         with self._lock:
             for _ in range(20):
                 revision, doc = self.store.read()
                 state = State.model_validate(doc or {})
+                if key is not None and key in state.requests:
+                    done = state.requests[key]
+                    if done.op != op:
+                        raise FieldError(
+                            "Idempotency-Key", f"was used before for another request ({done.op})"
+                        )
+                    return cast(T, TypeAdapter(returns).validate_python(done.result))
                 result = change(state)
+                if key is not None:
+                    now = self.clock()
+                    _forget_old_requests(state, now)
+                    state.requests[key] = AppliedRequest(
+                        op=op,
+                        time=now,
+                        result=TypeAdapter(returns).dump_python(result, mode="json"),
+                    )
+                new = state.model_dump(mode="json")
+                if new == doc:
+                    return result
                 try:
-                    self.store.write(state.model_dump(mode="json"), expect=revision)
+                    self.store.write(new, expect=revision)
                 except RevisionConflict:
                     continue
                 return result
@@ -175,7 +233,7 @@ class Manager:
             node.cpus, node.memory_mb, node.features = cpus, memory_mb, sorted(set(features))
             return node.model_copy()
 
-        return self._update(change)
+        return self._update(change, Node)
 
     def remove_node(self, caller: Principal, name: str) -> None:
         caller.require_admin("change the pool")
@@ -188,7 +246,7 @@ class Manager:
             del state.nodes[name]
             state.append(now, "node-removed", node=name)
 
-        self._update(change)
+        self._update(change, type(None))
 
     # -- partitions -----------------------------------------------------------------------
     def create_partition(
@@ -208,7 +266,7 @@ class Manager:
             state.append(now, "partition-created", partition=name, endpoint=endpoint)
             return part.model_copy()
 
-        part = self._update(change)
+        part = self._update(change, Partition)
         token = self.tokens.ensure(name)
         self.report.status(f"partition {name} created")
         return part, token
@@ -270,7 +328,7 @@ class Manager:
             assert count is not None
             return self._add_count(state, caller, partition, count, wanted, grace, now)
 
-        result = self._update(change)
+        result = self._update(change, AddResult)
         self.report.status(
             f"partition {partition}: added {', '.join(result.added) or 'no node'}"
             + (f"; reclaiming {result.waiting}" if result.waiting else "")
@@ -380,7 +438,7 @@ class Manager:
             state.append(now, "nodes-deleted", partition=partition, nodes=list(nodes))
             return list(nodes)
 
-        released = self._update(change)
+        released = self._update(change, list[str])
         self.report.status(f"partition {partition}: released {', '.join(released)}")
         return released
 
@@ -417,7 +475,7 @@ class Manager:
             )
             return part.pv.model_copy(), dropped
 
-        return self._update(change)
+        return self._update(change, tuple[PreemptionRecord, list[str]])
 
     def manager_values(self, caller: Principal) -> dict[str, float]:
         """The manager's own PV towards ``caller``: 0.0 free, 1.0 held by another partition."""
@@ -445,7 +503,7 @@ class Manager:
             self._partition(state, partition, "partition")
             return self._start_reclamation(state, caller, partition, count, grace, now)
 
-        rec = self._update(change)
+        rec = self._update(change, Reclamation)
         self.report.status(
             f"reclamation {rec.id}: {', '.join(rec.chosen)} of {partition} by {iso(rec.deadline)}"
         )
@@ -579,14 +637,16 @@ class Manager:
             if rec is None:
                 raise UnknownError("reclamation", f"no reclamation {reclamation}")
             caller.require_partition(rec.partition, "report on the reclamations")
-            for job in jobs:
-                if str(job.get("job_id")) not in rec.killed_reported:
-                    rec.killed_reported.append(str(job.get("job_id")))
+            # Idempotent: a job already reported (a retried report) is not logged again.
+            new = [job for job in jobs if str(job.get("job_id")) not in rec.killed_reported]
+            if not new:
+                return
+            rec.killed_reported.extend(str(job.get("job_id")) for job in new)
             state.append(
-                now, "jobs-requeued", reclamation=reclamation, partition=rec.partition, jobs=jobs
+                now, "jobs-requeued", reclamation=reclamation, partition=rec.partition, jobs=new
             )
 
-        self._update(change)
+        self._update(change, type(None))
 
     def reclamation(self, reclamation: str) -> Reclamation:
         rec = self.read().reclamations.get(reclamation)
@@ -601,7 +661,8 @@ class Manager:
         if not self.leadership.is_active():
             return
         self.expire()
-        self.notify_due()
+        if self.leadership.is_active():  # a lost lease stops the round at once
+            self.notify_due()
 
     def expire(self) -> list[str]:
         """Force the release of nodes whose grace period ran out; the finished reclamations."""
@@ -657,6 +718,8 @@ class Manager:
             return 0
         due = self._update(change)
         for rec_id, endpoint, payload in due:
+            if not self.leadership.is_active():
+                raise NotActive("this manager lost its lease: it notifies no more")
             token = self.tokens.get(payload["partition"]) or ""
             error = ""
             try:
@@ -750,6 +813,16 @@ class Manager:
         if part is None:
             raise UnknownError(field_name, f"no partition {name!r}")
         return part
+
+
+def _forget_old_requests(state: State, now: float) -> None:
+    old = [k for k, r in state.requests.items() if now - r.time > REQUEST_RETENTION_S]
+    for k in old:
+        del state.requests[k]
+    if len(state.requests) >= MAX_REQUESTS:
+        by_age = sorted(state.requests, key=lambda k: state.requests[k].time)
+        for k in by_age[: len(state.requests) - MAX_REQUESTS + 1]:
+            del state.requests[k]
 
 
 def _snapshot(rec: Reclamation, remaining: Callable[[JobRecord], float]) -> Snapshot:

@@ -54,3 +54,14 @@ class Conflict(PtcError):
 
 class RevisionConflict(PtcError):
     """The store's revision moved since it was read (compare-and-swap lost); retry."""
+
+
+class NotActive(PtcError):
+    """This manager is a standby, or it has just lost its lease (HTTP 503): ask the active one.
+    ``active`` is the active manager's URL when known."""
+
+    status = 503
+
+    def __init__(self, message: str, active: str | None = None) -> None:
+        super().__init__(message)
+        self.active = active

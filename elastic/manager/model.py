@@ -85,6 +85,16 @@ class Event(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class AppliedRequest(BaseModel):
+    """A request that carried an ``Idempotency-Key`` and changed the state: recorded in the same
+    write as its change, so a retry (after a failover ate the answer) gets the same result
+    instead of applying it twice."""
+
+    op: str
+    time: float
+    result: Any = None
+
+
 class State(BaseModel):
     schema_version: int = 1
     nodes: dict[str, Node] = Field(default_factory=dict)
@@ -92,6 +102,7 @@ class State(BaseModel):
     reclamations: dict[str, Reclamation] = Field(default_factory=dict)
     events: list[Event] = Field(default_factory=list)
     next_reclamation: int = 1
+    requests: dict[str, AppliedRequest] = Field(default_factory=dict)
 
     def append(self, time: float, kind: str, **data: Any) -> Event:
         event = Event(seq=len(self.events) + 1, time=time, kind=kind, data=data)

@@ -1,11 +1,14 @@
-"""Reaching an experiment's elastic manager from the workstation, with nothing but SSH.
+"""Reaching an experiment's elastic managers from the workstation, with nothing but SSH.
 
-The manager listens on the experiment LAN only (10.10.1.x), which a workstation cannot route to
+The managers listen on the experiment LAN only (10.10.1.x), which a workstation cannot route to
 (the local testbed keeps each LAN in a network namespace; CloudLab's LANs are private too). So
-:func:`open_manager` finds the manager's node in the experiment's inventory (the first host of
-``config_server``), reads its configuration (address, port) and the token it needs over SSH,
-and forwards a Unix socket in a private directory to the manager's address with ``ssh -L``. The
-token lives only in this process's memory: it is not written on the workstation, nor printed.
+:func:`open_manager` logs in to a ``config_server`` node that answers (the first, in inventory
+order, that SSH reaches within a few seconds), reads its manager's configuration there (address,
+port, tokens, and ``peers``: every manager's URL) and the token it needs, and forwards one Unix
+socket per manager, in a private directory, through that one SSH connection (``ssh -L``). The
+client is given every manager and finds the active one itself (``elastic.manager.client``), so
+nobody edits an address after a failover. The token lives only in this process's memory: it is
+not written on the workstation, nor printed.
 """
 
 from __future__ import annotations
@@ -15,30 +18,42 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import yaml
 
-from elastic.errors import NotFoundError, RemoteError, RemoteTimeout
-from elastic.manager.client import ManagerClient
+from elastic.errors import NotFoundError, PtcError, RemoteError, RemoteTimeout
+from elastic.manager.client import ManagerClient, split_urls
 
 MANAGER_GROUP = "config_server"
 CONTROLLER_GROUP = "slurm_controller"
 CONFIG = "/etc/ptc-elastic/manager.yml"
+CONNECT_TIMEOUT = 5  # s: a node that does not answer SSH this fast is passed over
 
 
 @dataclass(frozen=True)
 class ManagerSite:
-    """Where an experiment's manager runs: its node, LAN address, port and tokens directory."""
+    """Where an experiment's managers run: the node logged in to, its manager's LAN address,
+    port and tokens directory, and every manager's URL."""
 
     node: str
     address: str
     port: int
     tokens: str
+    peers: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{self.port}"
+
+    @property
+    def urls(self) -> list[str]:
+        return split_urls(list(self.peers) or [self.url])
 
     def token_path(self, partition: str | None) -> str:
         name = "admin.token" if partition is None else f"partition-{partition}.token"
@@ -51,11 +66,20 @@ def inventory_groups(inventory: Path) -> dict[str, list[str]]:
     except OSError as err:
         raise NotFoundError(f"{inventory}: {err.strerror or err} (run `ptc inventory`)") from err
     children = (doc.get("all") or {}).get("children") or {}
-    return {g: sorted((v or {}).get("hosts") or {}) for g, v in children.items()}
+    return {g: list((v or {}).get("hosts") or {}) for g, v in children.items()}
 
 
-def ssh_run(ssh_config: Path, node: str, command: str, timeout: float = 60.0) -> str:
-    argv = ["ssh", "-F", str(ssh_config), "-o", "BatchMode=yes", node, command]
+def ssh_run(
+    ssh_config: Path,
+    node: str,
+    command: str,
+    timeout: float = 60.0,
+    connect_timeout: int = 30,
+) -> str:
+    argv = [
+        "ssh", "-F", str(ssh_config), "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={connect_timeout}", node, command,
+    ]  # fmt: skip
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as err:
@@ -78,47 +102,67 @@ def ssh_run(ssh_config: Path, node: str, command: str, timeout: float = 60.0) ->
 
 
 def find_manager(inventory: Path, ssh_config: Path) -> ManagerSite:
-    groups = inventory_groups(inventory)
-    members = groups.get(MANAGER_GROUP) or []
+    """The first ``config_server`` node that answers, with its manager's configuration."""
+    members = inventory_groups(inventory).get(MANAGER_GROUP) or []
     if not members:
         raise NotFoundError(f"{inventory}: no host in group {MANAGER_GROUP}: no elastic manager")
-    node = members[0]
-    try:
-        text = ssh_run(ssh_config, node, f"cat {CONFIG}")
-    except RemoteError as err:
-        raise NotFoundError(
-            f"{node}: no elastic manager configured ({CONFIG}); deploy with -e ptc_elastic=true"
-        ) from err
-    conf: dict[str, Any] = yaml.safe_load(text) or {}
-    return ManagerSite(
-        node=node,
-        address=str(conf["listen"]),
-        port=int(conf.get("port", 8700)),
-        tokens=str(conf.get("tokens", "/etc/ptc-elastic/tokens")),
+    problems: list[str] = []
+    for node in members:
+        try:
+            text = ssh_run(
+                ssh_config, node, f"cat {CONFIG}", timeout=30, connect_timeout=CONNECT_TIMEOUT
+            )
+        except (RemoteError, RemoteTimeout) as err:
+            problems.append(str(err))
+            continue
+        conf: dict[str, Any] = yaml.safe_load(text) or {}
+        return ManagerSite(
+            node=node,
+            address=str(conf["listen"]),
+            port=int(conf.get("port", 8700)),
+            tokens=str(conf.get("tokens", "/etc/ptc-elastic/tokens")),
+            peers=tuple(str(u) for u in conf.get("peers") or ()),
+        )
+    raise NotFoundError(
+        f"no elastic manager configured ({CONFIG}) on any of {', '.join(members)}; deploy with "
+        f"-e ptc_elastic=true ({'; '.join(problems)})"
     )
 
 
 class Tunnel:
-    """``ssh -N -L SOCKET:ADDRESS:PORT NODE``, with the socket in a 0700 temporary directory."""
+    """``ssh -N -L SOCKET:ADDRESS:PORT ... NODE``: one Unix socket per target, in a 0700
+    temporary directory, over one SSH connection."""
 
-    def __init__(self, ssh_config: Path, node: str, address: str, port: int) -> None:
+    def __init__(
+        self, ssh_config: Path, node: str, targets: Sequence[tuple[str, int]] | str, port: int = 0
+    ) -> None:
+        if isinstance(targets, str):  # Tunnel(ssh_config, node, address, port)
+            targets = [(targets, port)]
         self._dir = Path(tempfile.mkdtemp(prefix="ptc-elastic-"))
-        self.socket = self._dir / "manager.sock"
+        self.sockets = {
+            (address, tport): self._dir / f"manager{i}.sock"
+            for i, (address, tport) in enumerate(targets)
+        }
+        self.socket = next(iter(self.sockets.values()))
+        forwards: list[str] = []
+        for (address, tport), sock in self.sockets.items():
+            forwards += ["-L", f"{sock}:{address}:{tport}"]
         argv = [
             "ssh", "-F", str(ssh_config), "-N", "-o", "BatchMode=yes",
             "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
-            "-L", f"{self.socket}:{address}:{port}", node,
+            "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", *forwards, node,
         ]  # fmt: skip
         self._proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
+        what = ", ".join(f"{a}:{p}" for a, p in self.sockets)
         deadline = time.monotonic() + 30
-        while not self.socket.exists():
+        while not all(sock.exists() for sock in self.sockets.values()):
             if self._proc.poll() is not None:
                 err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
                 self.close()
                 raise RemoteError(
-                    f"{node}: cannot forward to the manager at {address}:{port}: {err.strip()}",
+                    f"{node}: cannot forward to the manager at {what}: {err.strip()}",
                     host=node,
                     command="ssh -L",
                     returncode=self._proc.returncode,
@@ -126,7 +170,7 @@ class Tunnel:
             if time.monotonic() > deadline:
                 self.close()
                 raise RemoteTimeout(
-                    f"{node}: the SSH forward to {address}:{port} did not come up in 30 s",
+                    f"{node}: the SSH forward to {what} did not come up in 30 s",
                     host=node,
                     command="ssh -L",
                     timeout_s=30.0,
@@ -146,12 +190,23 @@ class Tunnel:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
+def _target(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise PtcError(f"manager URL {url!r}: no host")
+    return parts.hostname, parts.port or 80
+
+
 @contextlib.contextmanager
 def open_manager(
-    inventory: Path, ssh_config: Path, partition: str | None = None
+    inventory: Path,
+    ssh_config: Path,
+    partition: str | None = None,
+    *,
+    failover_timeout: float | None = None,
 ) -> Iterator[ManagerClient]:
-    """A client of the experiment's manager, as the admin (``partition`` None) or as that
-    partition, over an SSH forward that closes with the context."""
+    """A client of the experiment's managers, as the admin (``partition`` None) or as that
+    partition, over SSH forwards that close with the context. The active manager comes first."""
     site = find_manager(inventory, ssh_config)
     path = site.token_path(partition)
     try:
@@ -159,11 +214,26 @@ def open_manager(
     except RemoteError as err:
         who = "the admin" if partition is None else f"partition {partition}"
         raise NotFoundError(f"{site.node}: no token for {who} ({path})") from err
-    tunnel = Tunnel(ssh_config, site.node, site.address, site.port)
+    urls = site.urls
+    tunnel = Tunnel(ssh_config, site.node, [_target(u) for u in urls])
+    transports: dict[str, httpx.BaseTransport] = {
+        url: httpx.HTTPTransport(uds=str(tunnel.sockets[_target(url)])) for url in urls
+    }
+    extra: dict[str, Any] = {}
+    if failover_timeout is not None:
+        extra["failover_timeout"] = failover_timeout
+    client = ManagerClient(urls, token, transports=transports, **extra)
     try:
-        transport = httpx.HTTPTransport(uds=str(tunnel.socket))
-        yield ManagerClient(f"http://{site.address}:{site.port}", token, transport=transport)
+        active = client.health().get("active_manager")
+        if isinstance(active, str) and active.rstrip("/") in urls and active != urls[0]:
+            client.close()
+            first = active.rstrip("/")
+            client = ManagerClient(
+                [first, *(u for u in urls if u != first)], token, transports=transports, **extra
+            )
+        yield client
     finally:
+        client.close()
         tunnel.close()
 
 

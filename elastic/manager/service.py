@@ -14,7 +14,13 @@ Configuration (YAML)::
     partitions:                  # created at start if missing; token files made
       - {name: slurm, endpoint: "http://10.10.1.1:8701"}
     store:                       # optional: the state in the configuration server, not `state`
-      {kind: etcd, key: /ptc/manager/state, user: manager, credentials: /etc/ptc/etcd}
+      {kind: etcd, key: /ptc/manager/state, user: manager, credentials: /etc/ptc/etcd, timeout: 2}
+    # With the etcd store, a manager runs on every configuration-server node and one is active,
+    # elected through a lease (elastic.manager.ha):
+    name: cfg-1                  # this node, as the leader key names it
+    election: {key: /ptc/manager/leader, ttl: 3}
+    peers:                       # every manager's URL: what clients are given (and remote.py reads)
+      - http://10.10.1.201:8700
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ from elastic.errors import InputError
 from elastic.events import to_logger
 from elastic.manager.auth import Principal, Tokens
 from elastic.manager.core import Manager, ManagerConfig
+from elastic.manager.ha import ElectedLeadership, identity
 from elastic.manager.store import JsonFileStore, Store
 
 log = logging.getLogger("ptc.elastic.manager")
+DEFAULT_TTL = 3
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,14 @@ class ServiceConfig:
     pool: tuple[dict[str, Any], ...] = ()
     partitions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     store: dict[str, Any] | None = None  # elastic.configserver.store.from_config
+    name: str = ""
+    election: dict[str, Any] | None = None
+    peers: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.listen}]" if ":" in self.listen else self.listen
+        return f"http://{host}:{self.port}"
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
@@ -72,8 +88,22 @@ class ServiceConfig:
             ):
                 raise InputError(f"{path}: {key}: expected a list of mappings with a name")
             raw[key] = tuple(items)
-        if not isinstance(raw.get("store", {}), dict):
-            raise InputError(f"{path}: store: expected a mapping")
+        for key in ("store", "election"):
+            if not isinstance(raw.get(key) or {}, dict):
+                raise InputError(f"{path}: {key}: expected a mapping")
+        election = raw.get("election") or {}
+        unknown = sorted(set(election) - {"key", "ttl"})
+        if unknown:
+            raise InputError(f"{path}: election: unknown setting {unknown[0]!r}")
+        ttl = election.get("ttl", DEFAULT_TTL)
+        if not isinstance(ttl, int) or isinstance(ttl, bool) or not 2 <= ttl <= 60:
+            raise InputError(f"{path}: election: ttl: {ttl!r} is not a whole number of 2-60 s")
+        if election and not raw.get("store"):
+            raise InputError(f"{path}: election: needs store: {{kind: etcd}} (a shared state)")
+        peers = raw.get("peers") or []
+        if not isinstance(peers, list) or not all(isinstance(u, str) for u in peers):
+            raise InputError(f"{path}: peers: expected a list of URLs")
+        raw["peers"] = tuple(peers)
         for key in ("state", "tokens"):
             if key in raw:
                 raw[key] = Path(raw[key])
@@ -90,7 +120,8 @@ def check_listen(address: str, where: str = "listen") -> None:
 
 
 def open_store(config: ServiceConfig) -> Store:
-    """The state file, or the configuration server when ``store:`` is set."""
+    """The state file, or the configuration server when ``store:`` is set (no election: for
+    a lone manager, and tools that read the state)."""
     if config.store is None:
         return JsonFileStore(config.state)
     from elastic.configserver.store import from_config
@@ -98,13 +129,8 @@ def open_store(config: ServiceConfig) -> Store:
     return from_config(config.store)
 
 
-def build_manager(config: ServiceConfig) -> Manager:
-    manager = Manager(
-        open_store(config),
-        Tokens(config.tokens),
-        config=ManagerConfig(notify_interval=config.notify_interval, max_pv_age=config.max_pv_age),
-        on_event=to_logger(log),
-    )
+def apply_config(manager: Manager, config: ServiceConfig) -> None:
+    """The pool and the partitions the configuration names (what is there already stays)."""
     admin = Principal("admin", admin=True)
     for node in config.pool:
         manager.register_node(
@@ -116,6 +142,41 @@ def build_manager(config: ServiceConfig) -> Manager:
         )
     for part in config.partitions:
         manager.ensure_partition(str(part["name"]), part.get("endpoint"))
+
+
+def build_manager(config: ServiceConfig) -> Manager:
+    """A manager as the configuration says. A lone one (file store, or etcd without
+    ``election``) applies its configuration now; an elected one when it wins (``start`` the
+    leadership returned in ``manager.leadership``)."""
+    elected: ElectedLeadership | None = None
+    store: Store
+    if config.store is not None and config.election is not None:
+        from elastic.configserver.election import LeaseElection
+        from elastic.configserver.store import DEFAULT_KEY, from_config, open_client
+
+        client = open_client(config.store, prefer=config.listen)
+        key = str(config.election.get("key", DEFAULT_KEY.rsplit("/", 1)[0] + "/leader"))
+        election = LeaseElection(
+            client,
+            identity(config.name or config.listen, config.url),
+            key,
+            ttl=int(config.election.get("ttl", DEFAULT_TTL)),
+        )
+        store = from_config(config.store, guard=election.guard, client=client)
+        elected = ElectedLeadership(election)
+    else:
+        store = open_store(config)
+    manager = Manager(
+        store,
+        Tokens(config.tokens),
+        config=ManagerConfig(notify_interval=config.notify_interval, max_pv_age=config.max_pv_age),
+        on_event=to_logger(log),
+        leadership=elected,
+    )
+    if elected is None:
+        apply_config(manager, config)
+    else:
+        elected.on_elected = lambda: apply_config(manager, config)
     return manager
 
 
@@ -130,6 +191,15 @@ def main(argv: list[str] | None = None) -> None:
 
     from elastic.manager.app import create_app
 
-    app = create_app(build_manager(config), tick_interval=config.tick_interval)
-    # access_log off: request lines carry no token, but there is no need for them either.
-    uvicorn.run(app, host=config.listen, port=config.port, access_log=False, log_level="info")
+    manager = build_manager(config)
+    app = create_app(manager, tick_interval=config.tick_interval)
+    start = getattr(manager.leadership, "start", None)
+    if start is not None:
+        start()  # campaign; until elected, requests get 503 naming the active manager
+    try:
+        # access_log off: request lines carry no token, but there is no need for them either.
+        uvicorn.run(app, host=config.listen, port=config.port, access_log=False, log_level="info")
+    finally:
+        stop = getattr(manager.leadership, "stop", None)
+        if stop is not None:
+            stop()  # resign: a standby takes over at once, not after the lease runs out
