@@ -14,8 +14,17 @@ deployed experiment's three members instead, from this machine through ptc's SSH
 ``configServerLatency=0`` and one with ``=25`` (the profile delays the last member's LAN
 traffic, issue 14's link emulation) to compare a member 25 ms away.
 
+With ``--manager-failovers N`` (and ``--experiment NAME``, a local experiment deployed with
+``-e ptc_elastic=true``), the elastic manager's failover over N kills instead: each round
+freezes the node of the active manager (``podman pause``: to the network and the other members
+a dead node, no answer and no reset) while ``elastic/manager/probe.py`` on node-0, given every
+manager, asks for the status every 0.1 s; the figure is the time from the freeze to the first
+request served after it, by another manager (the containers share this machine's clock). The
+node is thawed and rejoins before the next round.
+
     .venv/bin/python benchmarks/configserver_bench.py [--kills 10] [--writes 300]
     .venv/bin/python benchmarks/configserver_bench.py --experiment NAME [--kills 10]
+    .venv/bin/python benchmarks/configserver_bench.py --experiment NAME --manager-failovers 10
 """
 
 from __future__ import annotations
@@ -236,12 +245,85 @@ def experiment_figures(name: str, writes: int, kills: int) -> None:
         )
 
 
+PROBE = "/local/repository/elastic/manager/probe.py"
+
+
+def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None:
+    from elastic.manager.probe import failover
+    from elastic.manager.remote import find_manager, inventory_groups, ssh_run
+    from elastic.testbed import experiment as experiments
+    from elastic.testbed.backends.local.backend import container_name
+
+    exp = experiments.load(name)
+    inventory, ssh_config = exp.inventory_path, exp.ssh_config_path
+    members = inventory_groups(inventory).get("config_server") or []
+    site = find_manager(inventory, ssh_config)
+    urls = site.urls
+    token = ssh_run(ssh_config, site.node, f"cat {site.token_path(None)}").strip()
+    lan = {m: ssh_run(ssh_config, m, "hostname -I").split() for m in members}
+    node_of = {u: m for u in urls for m in members if u.split("//")[1].split(":")[0] in lan[m]}
+
+    def health() -> dict[str, Any]:
+        out = ssh_run(ssh_config, probe_node, f"python3 {PROBE} --health --urls {','.join(urls)}")
+        got: dict[str, Any] = json.loads(out)
+        return got
+
+    def settled() -> str | None:
+        """The active manager's URL once every manager answers and exactly one is active."""
+        h = health()
+        actives = [u for u, v in h.items() if v.get("active")]
+        if len(actives) == 1 and all("error" not in v for v in h.values()):
+            return actives[0]
+        return None
+
+    times: list[float] = []
+    for k in range(kills):
+        deadline = time.monotonic() + 120
+        active = settled()
+        while active is None and time.monotonic() < deadline:
+            time.sleep(1)
+            active = settled()
+        assert active, "no settled set of managers"
+        victim = node_of[active]
+        probe = subprocess.Popen(
+            ["ssh", "-F", str(ssh_config), "-o", "BatchMode=yes", probe_node,
+             f"python3 {PROBE} --urls {','.join(urls)} --duration 25"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert probe.stdin is not None
+        probe.stdin.write(token + "\n")
+        probe.stdin.close()
+        time.sleep(3)
+        container = container_name(name, victim)
+        killed_at = time.time()
+        subprocess.run(["podman", "pause", container], check=True, capture_output=True)
+        try:
+            out = probe.communicate(timeout=120)[0]
+        finally:
+            subprocess.run(["podman", "unpause", container], check=True, capture_output=True)
+        took = failover(json.loads(out)["samples"], killed_at, active)
+        assert took is not None, f"round {k + 1}: no request served after {victim} froze"
+        times.append(took)
+        print(f"  round {k + 1}: {victim} frozen, served again after {took:.2f} s", flush=True)
+    print(
+        f"{name}: elastic manager failover over {len(times)} kills (active manager's node frozen "
+        f"to the next request served): median {statistics.median(times):.2f} s, "
+        f"max {max(times):.2f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--writes", type=int, default=300)
     parser.add_argument("--experiment", help="measure a deployed experiment's members instead")
+    parser.add_argument(
+        "--manager-failovers", type=int, default=0, help="with --experiment: N manager kills"
+    )
     args = parser.parse_args()
+    if args.experiment and args.manager_failovers:
+        manager_failovers(args.experiment, args.manager_failovers)
+        return
     if args.experiment:
         experiment_figures(args.experiment, args.writes, args.kills)
         return

@@ -122,7 +122,11 @@ class LeaseElection:
     def _lose(self) -> None:
         if self._leading.is_set():
             self._leading.clear()
-            self.lease = 0
+            lease, self.lease = self.lease, 0
+            # The lease may still be alive in etcd (renewals failed while etcd elected a leader,
+            # which extends every lease): give it up, so that the next campaign is not held up.
+            with contextlib.suppress(ConfigServerError):
+                self.client.lease_revoke(lease)
             if self.on_lost:
                 self.on_lost()
 

@@ -128,8 +128,8 @@ class ElectedLeadership:
             if self.election.leading and not self._stop.is_set():
                 self.terms += 1
                 self._ready.set()
-            # Wait until the lease is lost (the keeper says so), or has surely run out.
+            # Until the keeper says the lease is lost. Meanwhile ``is_active`` is false whenever
+            # the lease could have run out (a renewal is late), and true again once renewed.
             while not self._stop.is_set() and not self._lost.wait(0.2):
-                if not self.election.leading:
-                    self._ready.clear()
+                pass
             self._ready.clear()

@@ -1,10 +1,15 @@
-"""Elastic partitions (`ptc deploy NAME -e ptc_elastic=true`): the manager and the Slurm client
-run as services on the experiment LAN, the programs slurmctld runs are in place, and the tokens
-are root-only and appear in no log. Skipped on clusters deployed without elastic partitions."""
+"""Elastic partitions (`ptc deploy NAME -e ptc_elastic=true`): a manager on every
+configuration-server node (one of them active) and the Slurm client run as services on the
+experiment LAN, the programs slurmctld runs are in place, and the tokens are root-only and
+appear in no log. Skipped on clusters deployed without elastic partitions."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+import yaml
 from conftest import group, name_of, require_group, variables
 from testinfra.host import Host
 
@@ -24,10 +29,11 @@ def _first(host: Host, group_name: str) -> str:
 
 
 def require_elastic(host: Host, role_group: str) -> None:
-    """Skip unless this host is the one running ``role_group``'s part, and it is deployed."""
+    """Skip unless this host runs ``role_group``'s part (a manager runs on every
+    configuration-server host, the Slurm client on the first controller), and it is deployed."""
     require_group(host, role_group)
     me = name_of(host)
-    if me != _first(host, role_group):
+    if role_group != "config_server" and me != _first(host, role_group):
         pytest.skip(f"{me} is not the first host of {role_group}")
     if not host.file(
         f"{CONFIG_DIR}/slurm-client.yml"
@@ -35,6 +41,22 @@ def require_elastic(host: Host, role_group: str) -> None:
         else f"{CONFIG_DIR}/manager.yml"
     ).exists:
         pytest.skip(f"{me}: elastic partitions are not deployed (no {CONFIG_DIR})")
+
+
+def manager_config(host: Host) -> dict[str, Any]:
+    conf = yaml.safe_load(host.file(f"{CONFIG_DIR}/manager.yml").content_string) or {}
+    assert isinstance(conf, dict)
+    return conf
+
+
+def health_of(host: Host, url: str) -> dict[str, object]:
+    out = host.run(
+        f"python3 -c \"import urllib.request as u; print(u.urlopen('{url}/v1/health', timeout=5).read().decode())\""
+    )
+    assert out.rc == 0, f"{name_of(host)}: {url}/v1/health did not answer: {out.stderr.strip()}"
+    found = json.loads(out.stdout)
+    assert isinstance(found, dict)
+    return found
 
 
 def lan_address(host: Host) -> str:
@@ -64,11 +86,39 @@ def test_service_runs_on_the_lan_address_only(
 
 def test_manager_answers_on_the_lan(host: Host) -> None:
     require_elastic(host, "config_server")
-    out = host.run(
-        f"python3 -c \"import urllib.request as u; print(u.urlopen('http://{lan_address(host)}:8700/v1/health', timeout=5).read().decode())\""
+    health = health_of(host, f"http://{lan_address(host)}:8700")
+    assert health.get("ok") is True, f"{name_of(host)}: the manager is not healthy: {health}"
+
+
+def test_every_manager_knows_one_and_the_same_active_manager(host: Host) -> None:
+    """Every member's manager answers; exactly one is active, and every one names it."""
+    require_elastic(host, "config_server")
+    me = name_of(host)
+    conf = manager_config(host)
+    peers = [str(u) for u in conf.get("peers") or []]
+    members = group(host, "config_server")
+    if conf.get("store"):
+        assert len(peers) == len(members), (
+            f"{me}: the managers' configuration lists {peers}, not one per member of {members}"
+        )
+    mine = f"http://{lan_address(host)}:8700"
+    assert mine in peers, f"{me}: its own manager {mine} is not among the peers {peers}"
+    health = {url: health_of(host, url) for url in peers}
+    active = [url for url, h in health.items() if h.get("active")]
+    assert len(active) == 1, f"{me}: not exactly one active manager: {health}"
+    named = {url: h.get("active_manager") for url, h in health.items()}
+    assert set(named.values()) == {active[0]}, (
+        f"{me}: the managers disagree on the active one: {named}"
     )
-    assert out.rc == 0 and '"ok":true' in out.stdout.replace(" ", ""), (
-        f"{name_of(host)}: the manager's /v1/health did not answer: {out.stderr.strip()}"
+
+
+def test_the_slurm_client_is_given_every_manager(host: Host) -> None:
+    require_elastic(host, "slurm_controller")
+    conf = yaml.safe_load(host.file(f"{CONFIG_DIR}/slurm-client.yml").content_string) or {}
+    given = sorted(u for u in str(conf.get("manager_url", "")).split(",") if u)
+    members = group(host, "config_server")
+    assert len(given) == len(members), (
+        f"{name_of(host)}: the Slurm client is given {given}, not every manager of {members}"
     )
 
 
