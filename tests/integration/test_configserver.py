@@ -3,7 +3,10 @@
 
 Acceptance 1: `ptc deploy` gives a healthy TLS-only etcd cluster and `ptc verify` (with
 tests/infra/test_etcd.py) passes. Then, through `ptc config`: status, roles, the cluster's
-secrets kept in etcd; a head whose etcd data and secrets are wiped regains the same identity
+secrets kept in etcd; the elastic manager fails over by itself when the active one's node
+dies in the middle of a reclamation (acceptance 3: the experiment is deployed with elastic
+partitions, so a manager runs on every member and compute nodes start outside Slurm's
+partition: `srun -w node-0` resumes node-0 through the hooks); a head whose etcd data and secrets are wiped regains the same identity
 (acceptance 4 as far as the testbed can replace a node: same munge key and database password,
 compute nodes untouched); a snapshot to S3 survives the configuration server's destruction
 (acceptance 5); and bad input is refused before anything changes (acceptance 6).
@@ -17,7 +20,9 @@ runs them against an experiment already deployed (it is left up).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -30,6 +35,7 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from naming import experiment_name
 from remote import ssh
 
@@ -39,6 +45,18 @@ NAME = experiment_name("cfgit", "PTC_TEST_CFG_NAME")
 MEMBERS = ["head", "cfg-1", "cfg-2"]
 DATA_DIR = "/var/lib/etcd/ptc"
 SECRETS = "/etc/ptc/secrets"
+# Elastic partitions with short times (as tests/integration/test_elastic.py): every deploy of
+# this experiment passes them, or the elastic role is skipped and Slurm loses its power saving.
+ELASTIC_VARS = [
+    "ptc_elastic=true",
+    "slurm_power_save_suspend_time=20",
+    "slurm_power_save_resume_timeout=90",
+    "elastic_pv_interval=5",
+    "elastic_notify_interval=10",
+    "elastic_max_pv_age=60",
+]
+ELASTIC = [arg for var in ELASTIC_VARS for arg in ("-e", var)]
+PROBE = "/local/repository/elastic/manager/probe.py"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +71,7 @@ def cluster(experiment_factory: Callable[..., Path], ptc: Any) -> Path:
     expdir = experiment_factory(
         NAME, "profiles/slurm_cluster.py", "computeNodeCount=1", "configServerCount=3"
     )
-    proc = ptc("deploy", NAME)
+    proc = ptc("deploy", NAME, *ELASTIC)
     assert proc.returncode == 0, f"ptc deploy {NAME} failed:\n{proc.stderr[-6000:]}"
     return expdir
 
@@ -96,6 +114,160 @@ def test_roles_and_bad_input(cluster: Path, ptc: Any) -> None:
     finally:
         cert.with_suffix(".away").rename(cert)
     assert missing.returncode == 2 and "manager.crt" in missing.stderr
+
+
+# -- acceptance 3: the elastic manager fails over by itself -----------------------------------
+def manager_urls(expdir: Path) -> dict[str, str]:
+    """{member: its manager's URL}, from the head's manager configuration."""
+    conf = yaml.safe_load(ssh(expdir, "head", "cat /etc/ptc-elastic/manager.yml").stdout)
+    by_address = {url.split("//")[1].split(":")[0]: url for url in conf["peers"]}
+    addresses = {m: ssh(expdir, m, "hostname -I").stdout.split() for m in MEMBERS}
+    return {m: next(by_address[a] for a in addresses[m] if a in by_address) for m in MEMBERS}
+
+
+def manager_health(expdir: Path, urls: dict[str, str], via: str = "head") -> dict[str, Any]:
+    """{member: /v1/health of its manager} as seen from ``via``."""
+    out = ssh(expdir, via, f"python3 {PROBE} --health --urls {','.join(urls.values())}").stdout
+    health = json.loads(out)
+    return {m: health[url] for m, url in urls.items()}
+
+
+def active_member(expdir: Path, urls: dict[str, str]) -> str | None:
+    actives = [m for m, h in manager_health(expdir, urls).items() if h.get("active")]
+    assert len(actives) <= 1, f"more than one active manager: {actives}"
+    return actives[0] if actives else None
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float, poll: float = 2.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def elastic_manager(expdir: Path) -> Any:
+    from elastic.manager.remote import open_manager
+
+    return open_manager(expdir / "inventory" / "hosts.yml", expdir / "inventory" / "ssh_config")
+
+
+def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path, ptc: Any) -> None:
+    """The active manager's node (a cfg member: the head runs slurmctld and the Slurm client)
+    freezes during a reclamation; a standby takes over, the reclamation completes at its
+    deadline, and the event log has every event exactly once. A frozen container is what a
+    dead node looks like to the network (no answer, no reset) and can come back afterwards, as
+    the etcd fault test does; thawed, the old manager must not act."""
+    from elastic.manager.probe import failover
+
+    urls = manager_urls(cluster)
+    assert wait_until("one active manager", lambda: active_member(cluster, urls), 60)
+    # Steer activeness to a cfg node: a restarted manager resigns, and a standby takes over.
+    for _ in range(5):
+        if active_member(cluster, urls) != "head":
+            break
+        ssh(cluster, "head", "systemctl restart ptc-elastic-manager")
+        wait_until("a manager to take over", lambda: active_member(cluster, urls), 60)
+    victim = active_member(cluster, urls)
+    assert victim in ("cfg-1", "cfg-2"), f"the active manager stays on {victim}"
+
+    # Slurm takes node-0 for a long job (resumed through the hooks, the manager and the playbook).
+    job = (
+        ssh(
+            cluster,
+            "head",
+            "cd /home/ptc && runuser -u ptc -- sbatch --parsable -w node-0 -t 30 -o /dev/null "
+            "--wrap 'sleep 900'",
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
+    try:
+        wait_until(
+            "the job to run on node-0",
+            lambda: "RUNNING" in ssh(cluster, "head", f"squeue -h -j {job} -o %T").stdout,
+            300,
+            poll=3,
+        )
+
+        def fresh_pv() -> bool:
+            with elastic_manager(cluster) as m:
+                part = next(p for p in m.status()["partitions"] if p["name"] == "slurm")
+            pv = part["pv"]
+            return bool(pv) and "node-0" in pv["values"] and not pv["stale"]
+
+        wait_until("a preemption vector covering node-0", fresh_pv, 120, poll=3)
+
+        probe = subprocess.Popen(
+            ["ssh", "-F", str(cluster / "inventory" / "ssh_config"), "head",
+             f"python3 {PROBE} --urls {','.join(urls.values())} --duration 45 "
+             "--token-file /etc/ptc-elastic/tokens/admin.token"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        with elastic_manager(cluster) as m:
+            rec = m.reclaim("slurm", 1, 30)
+            wait_until(
+                "NotifyDeletePending to the Slurm client",
+                lambda: m.reclamation(rec["id"])["notifications"] >= 1,
+                20,
+                poll=0.5,
+            )
+            before = m.events(limit=10000)
+        paused = f"ptc-{NAME}-{victim}"
+        killed_at = time.time()
+        podman("pause", paused)
+        try:
+            out, err = probe.communicate(timeout=120)
+            assert probe.returncode == 0, err[-2000:]
+            took = failover(json.loads(out)["samples"], killed_at, urls[victim])
+            print(f"\nmanager failover: {victim} frozen, next request served after "
+                  f"{'none' if took is None else f'{took:.2f} s'}")  # fmt: skip
+            assert took is not None, "no request was served after the active manager died"
+
+            def finished() -> dict[str, Any] | None:
+                with elastic_manager(cluster) as m:
+                    got: dict[str, Any] = m.reclamation(rec["id"])
+                return got if got["state"] == "done" else None
+
+            done = wait_until(
+                "the reclamation to finish", finished, rec["deadline"] - time.time() + 90, poll=3
+            )
+            with elastic_manager(cluster) as m:
+                after = m.events(limit=10000)
+            new_active = active_member(cluster, {k: v for k, v in urls.items() if k != victim})
+        finally:
+            podman("unpause", paused)
+        print(f"reclamation {rec['id']}: finished {done['finished_at'] - rec['deadline']:+.2f} s "
+              f"from its deadline under {new_active} ({done['notifications']} notifications, "
+              f"released {sorted(done['released'])}, forced {done['forced']})")  # fmt: skip
+        # Pending when the manager died; finished by the next one: the Slurm client requeues
+        # and lets go of the node just before the deadline, or the manager takes it at it.
+        assert done["finished_at"] > killed_at
+        assert set(done["forced"]) | set(done["released"]) == {"node-0"}
+        assert new_active and new_active != victim
+        # Nothing lost, nothing doubled.
+        assert after[: len(before)] == before
+        assert [e["seq"] for e in after] == list(range(1, len(after) + 1))
+        mine = [e for e in after if e["data"].get("reclamation") == rec["id"]]
+        assert [e["kind"] for e in mine].count("reclamation-started") == 1
+        assert [e["kind"] for e in mine].count("reclamation-finished") == 1
+
+        # Thawed, the old manager stands by; the CLI finds the active one by itself.
+        def one_active_not_the_victim() -> bool:
+            health = manager_health(cluster, urls)
+            actives = [m for m, h in health.items() if h.get("active")]
+            return (
+                actives == [new_active] and health[victim].get("active_manager") == urls[new_active]
+            )
+
+        wait_until("the thawed manager to stand by", one_active_not_the_victim, 60)
+        status = ptc("elastic", "status", NAME)
+        assert status.returncode == 0, status.stderr
+    finally:
+        ssh(cluster, "head", f"scancel {job}", check=False)
 
 
 def test_the_cluster_secrets_are_kept_in_etcd(cluster: Path) -> None:
@@ -246,24 +418,45 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def elastic_stopped(expdir: Path) -> Iterator[None]:
+    """The elastic services write their state to etcd (a preemption vector every few
+    seconds): stopped, the keys hold still while a test compares them."""
+    ssh(expdir, "head", "systemctl stop ptc-elastic-slurm-client")
+    for member in MEMBERS:
+        ssh(expdir, member, "systemctl stop ptc-elastic-manager")
+    try:
+        yield
+    finally:
+        for member in MEMBERS:
+            ssh(expdir, member, "systemctl start ptc-elastic-manager", check=False)
+        ssh(expdir, "head", "systemctl start ptc-elastic-slurm-client", check=False)
+
+
 def test_snapshot_survives_the_destruction_of_the_configuration_server(
     cluster: Path, ptc: Any, s3: str
 ) -> None:
     s3args = ["--bucket", "snaps", "--endpoint-url", s3]
-    before = keys(NAME)
-    assert "/ptc/secrets/munge.key" in before
-    snap = ptc("config", "snapshot", NAME, *s3args)
-    assert snap.returncode == 0, snap.stderr
-    # Destroy it: every member's data is gone.
-    for member in MEMBERS:
-        ssh(cluster, member, f"systemctl stop etcd && rm -rf {DATA_DIR}")
-    restored = ptc("config", "restore", NAME, *s3args, timeout=900)
-    assert restored.returncode == 0, restored.stderr
-    assert "sha256 verified" in restored.stdout
-    assert keys(NAME) == before
+    with elastic_stopped(cluster):
+        before = keys(NAME)
+        assert "/ptc/secrets/munge.key" in before
+        snap = ptc("config", "snapshot", NAME, *s3args)
+        assert snap.returncode == 0, snap.stderr
+        # Destroy it: every member's data is gone.
+        for member in MEMBERS:
+            ssh(cluster, member, f"systemctl stop etcd && rm -rf {DATA_DIR}")
+        restored = ptc("config", "restore", NAME, *s3args, timeout=900)
+        assert restored.returncode == 0, restored.stderr
+        assert "sha256 verified" in restored.stdout
+        assert keys(NAME) == before
 
 
 def test_bad_snapshots_and_buckets_change_nothing(cluster: Path, ptc: Any, s3: str) -> None:
+    with elastic_stopped(cluster):
+        bad_snapshots_and_buckets(ptc, s3)
+
+
+def bad_snapshots_and_buckets(ptc: Any, s3: str) -> None:
     before = keys(NAME)
     s3c = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
     key = f"ptc-etcd/{NAME}/snapshot.db"
