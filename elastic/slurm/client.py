@@ -177,6 +177,9 @@ class SlurmElasticClient:
         started = self.clock()
         ready = self._add(nodes, failed)
         timings["manager"] = self.clock() - started
+        # A node fails at the step that failed it, not when the others are ready: its job is
+        # requeued at once, and its reason is ours before Slurm's ResumeTimeout comes for it.
+        self._fail(failed)
         for step, key, action in (
             ("power on", "power_on", self.provisioner.power_on),
             ("configure", "playbook", self.provisioner.configure),
@@ -187,22 +190,23 @@ class SlurmElasticClient:
             try:
                 action(ready)
             except PtcError as err:
-                for node, why in _per_node(err, ready).items():
-                    failed[node] = f"{step} failed: {why}"
+                now_failed = {
+                    n: f"{step} failed: {why}" for n, why in _per_node(err, ready).items()
+                }
+                self._fail(now_failed)
+                failed.update(now_failed)
                 ready = [n for n in ready if n not in failed]
             timings[key] = self.clock() - t0
+        gave_up: dict[str, str] = {}
         if ready:
             t0 = self.clock()
             missing, gave_up = self._wait_registered(ready)
             timings["register"] = self.clock() - t0
-            for node in missing:
-                limit = self.config.register_timeout or self.config.register_cap
-                failed[node] = f"slurmd did not register within {limit:.0f} s"
+            limit = self.config.register_timeout or self.config.register_cap
+            late = {n: f"slurmd did not register within {limit:.0f} s" for n in missing}
+            self._fail(late)
+            failed.update(late)
             ready = [n for n in ready if n not in missing and n not in gave_up]
-        else:
-            gave_up = {}
-        if failed:
-            self._fail(failed)
         for node, state in gave_up.items():  # ResumeFailProgram's business
             self.report.warning(f"{node}: Slurm gave up on the resume ({state})")
             failed[node] = f"Slurm gave up: {state}"
@@ -259,6 +263,8 @@ class SlurmElasticClient:
         node), then powered down (SuspendProgram tidies the node; it stays DOWN with the reason
         until an administrator resumes it), and back to the pool. Best effort on each step: the
         node must not stay half-added. The model is ParallelCluster's _handle_failed_nodes."""
+        if not failed:
+            return
         for node, reason in sorted(failed.items()):
             self.report.warning(f"{node}: {reason}")
             text = f"ptc resume: {reason}"[:250]

@@ -67,6 +67,39 @@ def other(request: pytest.FixtureRequest) -> Any:
     return get
 
 
+# Slurm's power-saving flags (`scontrol show node`): an elastic pool node outside Slurm's
+# partition is powered down as Slurm sees it, with slurmd stopped until Slurm resumes it.
+POWER_FLAGS = {
+    "POWERED_DOWN": "powered down",
+    "POWERING_DOWN": "powering down",
+    "POWERING_UP": "powering up",
+    "POWER_DOWN": "to be powered down",
+}
+
+
+def power_state(host: Host, other: Any) -> str:
+    """Why Slurm does not count this compute node as up ("powered down", ...), or "" when it
+    does: read from the controller's ``scontrol show node`` (sinfo's ``~``, ``%``, ``#``)."""
+    me = name_of(host)
+    controllers = group(host, "slurm_controller")
+    if not controllers:
+        return ""
+    out = other(controllers[0]).run(f"scontrol show node --oneliner {me}")
+    state = next((w.split("=", 1)[1] for w in out.stdout.split() if w.startswith("State=")), "")
+    flags = set(state.split("+"))
+    return next((what for flag, what in POWER_FLAGS.items() if flag in flags), "")
+
+
+def skip_if_powered_down(host: Host, other: Any) -> None:
+    """Skip a check that needs slurmd on a node Slurm holds powered down (an elastic pool node
+    outside Slurm's partition: `ptc deploy NAME -e ptc_elastic=true`)."""
+    why = power_state(host, other)
+    if why:
+        pytest.skip(
+            f"{name_of(host)} is {why} in Slurm (an elastic pool node outside the partition)"
+        )
+
+
 def cluster_var(host: Host, key: str, default: Any) -> Any:
     """A group_vars value, when it is a plain value (templated ones are left to the default)."""
     value = variables(host).get(key, default)

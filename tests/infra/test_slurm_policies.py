@@ -12,7 +12,14 @@ import re
 import shlex
 from typing import Any
 
-from conftest import cluster_var, group, name_of, require_group, variables
+from conftest import (
+    cluster_var,
+    group,
+    name_of,
+    require_group,
+    skip_if_powered_down,
+    variables,
+)
 from testinfra.host import Host
 
 HEALTH_CHECK = "/usr/local/sbin/ptc-slurm-healthcheck"
@@ -74,6 +81,7 @@ def test_job_memory_and_cores_are_enforced(host: Host, other: Any) -> None:
     plugins = str(cluster_var(host, "slurm_task_plugin", "task/cgroup,task/affinity"))
     if "task/cgroup" not in plugins:
         return
+    skip_if_powered_down(host, other)  # srun -w would resume an elastic pool node
     me = name_of(host)
     ctl = controller(host, other)
     user = cluster_user(host)

@@ -303,3 +303,24 @@ def test_resume_fail_program_keeps_the_reason_a_failed_step_gave(world: World) -
     assert reason.startswith("ptc resume: configure failed")
     world.client.resume_failed("node-2")  # Slurm's ResumeTimeout came too
     assert world.slurm.reasons["node-2"] == reason
+
+
+def test_a_node_whose_step_failed_is_down_before_the_others_register(world: World) -> None:
+    """Slurm resumes nodes in one hostlist: a node whose playbook failed is marked DOWN (its job
+    requeued, its reason ours) at once, not when the others have registered or Slurm gave up
+    on them at ResumeTimeout (ResumeFailProgram would then give its own reason first)."""
+    world.prov.fail = "configure"  # fails the first node of the call: node-2
+    world.slurm.register_after = 100  # node-3's slurmd never registers within 10 s
+    result = world.client.resume("node-[2-3]")
+    assert result.ready == [] and sorted(result.failed) == ["node-2", "node-3"]
+    calls = world.slurm.calls
+    down = next(
+        i
+        for i, c in enumerate(calls)
+        if c[:4] == ["scontrol", "update", "NodeName=node-2", "State=DOWN"]
+    )
+    polls = [i for i, c in enumerate(calls) if c[0] == "sinfo" and c[-1] == "%N|%T"]
+    assert polls and down < polls[0], "node-2 waited for node-3 before it was marked DOWN"
+    assert world.slurm.reasons["node-2"].startswith("ptc resume: configure failed")
+    assert world.slurm.reasons["node-3"] == "ptc resume: slurmd did not register within 10 s"
+    assert world.owners()["node-2"] is None and world.owners()["node-3"] is None
