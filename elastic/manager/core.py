@@ -271,9 +271,12 @@ class Manager:
         self.report.status(f"partition {name} created")
         return part, token
 
-    def ensure_partition(self, name: str, endpoint: str | None = None) -> Partition:
+    def ensure_partition(
+        self, name: str, endpoint: str | None = None, minimum: list[str] | None = None
+    ) -> Partition:
         """For the service's configuration: create the partition if missing, update its
-        endpoint if given, and make sure its token file exists."""
+        endpoint if given, and make sure its token file exists. ``minimum`` (when given) is the
+        set of nodes the partition always holds: free ones are added to it now."""
         now = self.clock()
 
         def change(state: State) -> Partition:
@@ -283,6 +286,15 @@ class Manager:
                 state.append(now, "partition-created", partition=name, endpoint=endpoint)
             if endpoint is not None:
                 part.endpoint = endpoint
+            if minimum is not None:
+                for node in minimum:
+                    self._node(state, node, "minimum")
+                part.minimum = sorted(set(minimum))
+                free = [n for n in part.minimum if state.nodes[n].owner is None]
+                for node in free:
+                    state.nodes[node].owner, state.nodes[node].since = name, now
+                if free:
+                    state.append(now, "nodes-added", partition=name, nodes=free, minimum=True)
             return part.model_copy()
 
         _check_name(name, "name")
@@ -391,7 +403,10 @@ class Manager:
             owners = {state.nodes[n].owner for n in matching}
             holders = sorted(o for o in owners if o is not None and o != partition)
             for holder in holders:
-                eligible = {n for n in matching if state.nodes[n].owner == holder} - busy
+                kept = (
+                    set(state.partitions[holder].minimum) if holder in state.partitions else set()
+                )
+                eligible = {n for n in matching if state.nodes[n].owner == holder} - busy - kept
                 n = min(shortfall - pending_for_me, len(eligible))
                 if n == 0:
                     continue
@@ -405,7 +420,7 @@ class Manager:
             if pending_for_me < shortfall:
                 raise Conflict(
                     f"count: {shortfall} more nodes are needed but only {pending_for_me} can be "
-                    "reclaimed (the others are already being reclaimed)",
+                    "reclaimed (the others are already being reclaimed, or in a partition's minimum)",
                     "count",
                 )
         else:
@@ -433,6 +448,8 @@ class Manager:
                 if node.owner != partition:
                     caller.require_partition(node.owner, f"release node {name}")
                     raise Conflict(f"node {name} is held by partition {node.owner}", "nodes")
+                if name in state.partitions[partition].minimum:
+                    raise Conflict(f"node {name} is in partition {partition}'s minimum", "nodes")
             for name in nodes:
                 self._release(state, name, now, forced=False)
             state.append(now, "nodes-deleted", partition=partition, nodes=list(nodes))
@@ -529,14 +546,21 @@ class Manager:
         part = state.partitions[partition]
         busy = self._pending_nodes(state)
         owned = [n for n, node in state.nodes.items() if node.owner == partition]
-        candidates = {n for n in owned if n not in busy and (eligible is None or n in eligible)}
+        # A reclamation takes other nodes than the partition's minimum, never those.
+        kept = set(part.minimum)
+        candidates = {
+            n
+            for n in owned
+            if n not in busy and n not in kept and (eligible is None or n in eligible)
+        }
         if count < 1:
             raise FieldError("count", f"must be at least 1, got {count}")
         if count > len(candidates):
             raise FieldError(
                 "count",
                 f"{count} is more than the {len(candidates)} nodes partition {partition} holds "
-                "outside other reclamations",
+                "outside other reclamations"
+                + (f" and its minimum ({', '.join(sorted(kept))})" if kept else ""),
             )
         if part.pv is None:
             raise Conflict(f"partition {partition} has reported no preemption vector", "pv")

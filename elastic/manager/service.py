@@ -12,7 +12,7 @@ Configuration (YAML)::
     pool:                        # nodes added to the pool at start (kept if already there)
       - {name: node-0, cpus: 4, memory_mb: 8192, features: [x86_64]}
     partitions:                  # created at start if missing; token files made
-      - {name: slurm, endpoint: "http://10.10.1.1:8701"}
+      - {name: slurm, endpoint: "http://10.10.1.1:8701", minimum: [node-0]}  # minimum: optional
     store:                       # optional: the state in the configuration server, not `state`
       {kind: etcd, key: /ptc/manager/state, user: manager, credentials: /etc/ptc/etcd, timeout: 2}
     # With the etcd store, a manager runs on every configuration-server node and one is active,
@@ -141,7 +141,14 @@ def apply_config(manager: Manager, config: ServiceConfig) -> None:
             features=[str(f) for f in node.get("features", [])],
         )
     for part in config.partitions:
-        manager.ensure_partition(str(part["name"]), part.get("endpoint"))
+        minimum = part.get("minimum")
+        if minimum is not None and not isinstance(minimum, list):
+            raise InputError(f"partitions: {part['name']}: minimum: expected a list of node names")
+        manager.ensure_partition(
+            str(part["name"]),
+            part.get("endpoint"),
+            None if minimum is None else [str(n) for n in minimum],
+        )
 
 
 def build_manager(config: ServiceConfig) -> Manager:

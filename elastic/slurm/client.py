@@ -284,15 +284,22 @@ class SlurmElasticClient:
         return self._give_back(nodes)
 
     def _give_back(self, nodes: list[str]) -> list[str]:
-        """DeleteNodes for those of ``nodes`` we hold; nodes already gone are not an error."""
+        """DeleteNodes for those of ``nodes`` we hold; nodes already gone are not an error. The
+        manager refuses the partition's minimum (those stay ours). Returns the nodes released."""
         mine = set(self.held())
         ours = [n for n in nodes if n in mine]
-        if ours:
-            try:
-                self.manager.delete_nodes(self.partition, ours)
-            except (Conflict, Forbidden, NotFoundError, InputError) as err:
+        if not ours:
+            return []
+        try:
+            return self.manager.delete_nodes(self.partition, ours)
+        except (Conflict, Forbidden, NotFoundError, InputError) as err:
+            if len(ours) == 1:
                 self.report.warning(f"release {ours}: {err}")
-        return ours
+                return []
+        released = []  # DeleteNodes is all or nothing: the nodes one by one
+        for node in ours:
+            released += self._give_back([node])
+        return released
 
     def suspend(self, hostlist: str) -> list[str]:
         nodes = self.slurm.expand(hostlist)

@@ -208,3 +208,23 @@ def test_production_settings_from_variables(default: dict[str, str], tmp_path: P
     assert out["node-0-slurmd-restart.keys"] == default["node-0-slurmd-restart.keys"]
     ctld = out["head-slurmctld-restart.keys"]
     assert "AuthAltTypes" not in ctld and "SelectTypeParameters=CR_CPU_Memory" in ctld
+
+
+def test_power_saving_keeps_the_excluded_nodes_up(tmp_path: Path) -> None:
+    """An elastic partition's minimum: node-0 is an ordinary node, never powered down; node-1
+    is a CLOUD node whose slurmd boots when Slurm resumes it."""
+    out = render(
+        tmp_path,
+        {"slurm_power_save_enabled": True, "slurm_power_save_exclude_nodes": ["node-0"]},
+    )
+    conf = out["head-slurm.conf"]
+    states = {n.split()[0]: n.split()[-1] for n in lines(conf, "NodeName")}
+    assert states == {"NodeName=node-0": "State=UNKNOWN", "NodeName=node-1": "State=CLOUD"}
+    assert lines(conf, "SuspendExcNodes") == ["SuspendExcNodes=node-0"]
+    assert lines(conf, "ResumeProgram") == ["ResumeProgram=/usr/local/sbin/ptc-slurm-resume"]
+    assert not out["node-0-slurmd.default"].strip().endswith(' -b"')
+    assert out["node-1-slurmd.default"].strip().endswith(' -b"')
+    (tmp_path / "none").mkdir()
+    nothing = render(tmp_path / "none", {"slurm_power_save_enabled": True})
+    assert lines(nothing["head-slurm.conf"], "SuspendExcNodes") == []
+    assert all(n.endswith("State=CLOUD") for n in lines(nothing["head-slurm.conf"], "NodeName"))
