@@ -278,27 +278,45 @@ def test_the_cluster_secrets_are_kept_in_etcd(cluster: Path) -> None:
         assert hashlib.sha256(value).hexdigest() == sha(f"{SECRETS}/{name}", cluster, "head")
 
 
-def test_a_wiped_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -> None:
-    """The head loses its etcd member data and every secret; a deploy of the head alone brings
-    it back as a member with the same munge key and database password, and node-0, untouched,
-    still runs its jobs."""
+def test_a_replaced_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -> None:
+    """Acceptance 4, as in 001 §4.6.4: the head's container and disks are removed, a fresh head
+    starts in its place, and a deploy gives it the same munge key and database password from
+    the configuration server; node-0 keeps its key and munged, and runs jobs for the new head."""
     munge_before = sha("/etc/munge/munge.key", cluster, "node-0")
     db_before = sha(f"{SECRETS}/slurmdbd-db-password", cluster, "head")
-    ssh(
-        cluster,
-        "head",
-        f"systemctl stop etcd && rm -rf {DATA_DIR} {SECRETS}/munge.key "
-        f"{SECRETS}/slurmdbd-db-password /etc/munge/munge.key",
-    )
+    munged_since = ssh(
+        cluster, "node-0", "systemctl show -p ActiveEnterTimestampMonotonic --value munge"
+    ).stdout.strip()
+    old_id = podman("inspect", "--format", "{{.Id}}", f"ptc-{NAME}-head").stdout.strip()
+
+    proc = ptc("replace", NAME, "head")
+    assert proc.returncode == 0, f"ptc replace failed:\n{proc.stderr[-4000:]}"
+    assert podman("inspect", "--format", "{{.Id}}", f"ptc-{NAME}-head").stdout.strip() != old_id
+    fresh = ssh(cluster, "head", f"test -e {SECRETS}/munge.key || test -e {DATA_DIR}", check=False)
+    assert fresh.returncode != 0, "the new head still has the old one's secrets or etcd data"
+
     proc = ptc("deploy", NAME, "--limit", "head", timeout=2400)
-    assert proc.returncode == 0, f"redeploy of the head failed:\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, f"deploy of the new head failed:\n{proc.stderr[-6000:]}"
     assert sha("/etc/munge/munge.key", cluster, "head") == munge_before
     assert sha(f"{SECRETS}/slurmdbd-db-password", cluster, "head") == db_before
     assert sha("/etc/munge/munge.key", cluster, "node-0") == munge_before
+    assert (
+        ssh(
+            cluster, "node-0", "systemctl show -p ActiveEnterTimestampMonotonic --value munge"
+        ).stdout.strip()
+        == munged_since
+    ), "node-0's munged was restarted"
     status = ptc("config", "status", NAME)
     assert status.returncode == 0 and "quorum: yes" in status.stdout, status.stdout
-    job = ssh(cluster, "head", "srun -N1 -w node-0 --time=1 hostname", check=False)
+    job = ssh(cluster, "head", "srun -N1 -w node-0 --time=2 hostname", check=False)
     assert job.returncode == 0 and job.stdout.strip() == "node-0", job.stderr
+    # slurmctld hands finished jobs to slurmdbd asynchronously; the new database gets them
+    for _ in range(30):
+        accounted = ssh(cluster, "head", "sacct -X -n -P -o JobName,State -S now-10minutes")
+        if "hostname|COMPLETED" in accounted.stdout:
+            break
+        time.sleep(2)
+    assert "hostname|COMPLETED" in accounted.stdout, "the new head's accounting lacks the job"
 
 
 def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
