@@ -138,10 +138,13 @@ class ManagerClient:
                     response = self._clients[base].request(method, path, headers=headers, **kwargs)
                 except httpx.TransportError as err:
                     # Not reached, or the answer was lost: the next manager (a POST's retry
-                    # carries the same Idempotency-Key, so it is applied at most once).
+                    # carries the same Idempotency-Key, so it is applied at most once). This
+                    # one is asked last from now on: a dead node costs its timeout once.
                     failures[base] = (
                         f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
                     )
+                    self.urls.remove(base)
+                    self.urls.append(base)
                     continue
                 if response.status_code == 503:
                     body = _json(response)

@@ -63,10 +63,11 @@ def probe(
             sent = time.time()
             status, hint, _ = _get(url + "/v1/status", token, timeout)
             samples.append([round(sent, 3), round(time.time(), 3), url, status])
+            order.remove(url)
             if status == 200:
-                order.remove(url)
                 order.insert(0, url)
                 break
+            order.append(url)  # not the active one, or no answer: asked last from now on
         time.sleep(interval)
     return samples
 
