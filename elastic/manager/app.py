@@ -16,8 +16,9 @@ manager died) gets the first answer and changes nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
@@ -192,14 +193,27 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
                 log.exception("manager tick failed")
             await asyncio.sleep(tick_interval)
 
-    app = FastAPI(
-        title="ptc elastic manager",
-        version="1",
-        description=__doc__,
-        lifespan=lifespan_running(_loop if run_loop else None),
-    )
-    app.state.manager = manager
     leadership = manager.leadership
+    running = lifespan_running(_loop if run_loop else None)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        """Campaign while the app runs (a leadership that campaigns has start/stop); resign as
+        it shuts down, before uvicorn hands SIGTERM back to the process, so that a standby
+        takes over at once instead of after the lease runs out."""
+        start = getattr(leadership, "start", None)
+        stop = getattr(leadership, "stop", None)
+        if start is not None:
+            start()
+        try:
+            async with running(app):
+                yield
+        finally:
+            if stop is not None:
+                await asyncio.to_thread(stop)
+
+    app = FastAPI(title="ptc elastic manager", version="1", description=__doc__, lifespan=lifespan)
+    app.state.manager = manager
 
     @app.middleware("http")
     async def only_the_active_serves(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ class ManagerClient:
         connect_timeout: float = 2.0,
         failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
-        transports: dict[str, httpx.BaseTransport] | None = None,
+        transports: Mapping[str, httpx.BaseTransport] | None = None,
         client: httpx.Client | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,

@@ -198,15 +198,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from elastic.manager.app import create_app
 
-    manager = build_manager(config)
-    app = create_app(manager, tick_interval=config.tick_interval)
-    start = getattr(manager.leadership, "start", None)
-    if start is not None:
-        start()  # campaign; until elected, requests get 503 naming the active manager
-    try:
-        # access_log off: request lines carry no token, but there is no need for them either.
-        uvicorn.run(app, host=config.listen, port=config.port, access_log=False, log_level="info")
-    finally:
-        stop = getattr(manager.leadership, "stop", None)
-        if stop is not None:
-            stop()  # resign: a standby takes over at once, not after the lease runs out
+    # An elected manager campaigns while the app runs (until elected, requests get 503 naming
+    # the active manager) and resigns as it stops: see create_app's lifespan.
+    app = create_app(build_manager(config), tick_interval=config.tick_interval)
+    # access_log off: request lines carry no token, but there is no need for them either.
+    uvicorn.run(app, host=config.listen, port=config.port, access_log=False, log_level="info")

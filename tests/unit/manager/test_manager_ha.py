@@ -28,9 +28,9 @@ class Standby:
         return ACTIVE
 
 
-def standby_of(env: Env) -> TestClient:
+def standby_manager(env: Env) -> Manager:
     """A second manager on the same state and tokens that is not the active one."""
-    manager = Manager(
+    return Manager(
         JsonFileStore(env.tmp / "state.json"),
         Tokens(env.tmp / "tokens"),
         clock=env.clock,
@@ -38,7 +38,10 @@ def standby_of(env: Env) -> TestClient:
         config=ManagerConfig(notify_interval=60.0, max_pv_age=120.0),
         leadership=Standby(),
     )
-    return TestClient(create_app(manager, run_loop=False))
+
+
+def standby_of(env: Env) -> TestClient:
+    return TestClient(create_app(standby_manager(env), run_loop=False))
 
 
 def bridge(
@@ -98,7 +101,8 @@ def test_a_standby_answers_503_naming_the_active_one_and_does_nothing(env: Env) 
         json={"partition": "slurm", "count": 1, "grace": 30},
         headers=env.auth(env.admin),
     ).raise_for_status()
-    standby = standby_of(env)
+    manager = standby_manager(env)
+    standby = TestClient(create_app(manager, run_loop=False))
     got = standby.get("/v1/status", headers=env.auth(env.admin))
     assert got.status_code == 503
     assert got.headers[ACTIVE_HEADER] == ACTIVE and got.json()["active"] == ACTIVE
@@ -111,7 +115,7 @@ def test_a_standby_answers_503_naming_the_active_one_and_does_nothing(env: Env) 
 
     before = env.state_bytes()
     env.clock.advance(31)  # past the deadline: only the active manager may act on it
-    standby.app.state.manager.tick()
+    manager.tick()
     assert env.state_bytes() == before and env.notes.calls == []
     env.manager.tick()
     assert kinds(env, "reclamation-finished")
@@ -223,3 +227,31 @@ def test_a_change_that_changes_nothing_writes_nothing(env: Env) -> None:
     env.manager.register_node(admin, "node-0", cpus=4, memory_mb=8192, features=["x86"])
     env.manager.ensure_partition("slurm", "http://10.10.1.1:8701")
     assert env.state_bytes() == before
+
+
+class Campaigning:
+    """A leadership that campaigns: the app starts it and stops (resigns) it with itself."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def is_active(self) -> bool:
+        return "start" in self.calls
+
+    def active(self) -> str | None:
+        return ACTIVE
+
+    def start(self) -> None:
+        self.calls.append("start")
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+
+def test_the_app_campaigns_while_it_runs_and_resigns_as_it_stops(env: Env) -> None:
+    leadership = Campaigning()
+    env.manager.leadership = leadership
+    with TestClient(create_app(env.manager, run_loop=False)) as http:
+        assert leadership.calls == ["start"]
+        assert http.get("/v1/status", headers=env.auth(env.admin)).status_code == 200
+    assert leadership.calls == ["start", "stop"]
