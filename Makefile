@@ -45,16 +45,23 @@ image: venv
 demo: setup
 	$(PTC) demo --name $(DEMO_NAME) --nodes $(DEMO_NODES)
 
+# Integration modules run two at a time (pytest-xdist, one worker per module or shared-cluster
+# group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs.
+TEST_WORKERS ?= 2
+INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup
+
 test: setup lint
 	# pytest exits 5 when it collects nothing; that is not a CI failure.
-	$(PY) -m pytest -p no:cacheprovider tests/unit tests/integration; rc=$$?; \
+	$(PY) -m pytest -p no:cacheprovider tests/unit; rc=$$?; \
+	if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi
+	$(PY) -m pytest -p no:cacheprovider $(INTEGRATION_ARGS) tests/integration; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-unit: venv
 	$(PY) -m pytest tests/unit; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 test-integration: setup
-	$(PY) -m pytest tests/integration; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
+	$(PY) -m pytest $(INTEGRATION_ARGS) tests/integration; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 lint: venv
 	$(VENV)/bin/ruff check elastic tests benchmarks profiles

@@ -29,6 +29,16 @@ def _testbed_available() -> str | None:
     return None
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Under `pytest -n N --dist loadgroup` a module's tests stay on one worker (its cluster is a
+    # module fixture), and every module on the shared cluster joins one group, so it is made once.
+    # Marked as each item is collected: xdist reads the groups in its own modifyitems hook.
+    if not isinstance(item, pytest.Function):
+        return
+    shared = "shared_cluster" in item.fixturenames
+    item.add_marker(pytest.mark.xdist_group("shared-cluster" if shared else item.module.__name__))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = _testbed_available()
     if reason is None:
