@@ -19,7 +19,8 @@ With ``--manager-failovers N`` (and ``--experiment NAME``, a local experiment de
 freezes the node of the active manager (``podman pause``: to the network and the other members
 a dead node, no answer and no reset) while ``elastic/manager/probe.py`` on node-0, given every
 manager, asks for the status every 0.1 s; the figure is the time from the freeze to the first
-request served after it, by another manager (the containers share this machine's clock). The
+request served after it, by another manager (the containers share this machine's clock;
+the freeze counts from when ``podman pause`` returns, its own duration is printed). The
 node is thawed and rejoins before the next round. Kills of a node that also held etcd's
 leadership are reported apart: etcd first elects a leader, which extends every lease.
 
@@ -280,6 +281,7 @@ def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None
         return None
 
     times: list[float] = []
+    pauses: list[float] = []  # how long `podman pause` took
     with_leader: list[float] = []  # the frozen node held etcd's leadership as well
     without: list[float] = []
     for k in range(kills):
@@ -303,8 +305,10 @@ def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None
         probe.stdin = None  # communicate() below only reads
         time.sleep(3)
         container = container_name(name, victim)
-        killed_at = time.time()
+        pausing = time.time()
         subprocess.run(["podman", "pause", container], check=True, capture_output=True)
+        killed_at = time.time()  # frozen for sure from here; pausing takes a while under load
+        pauses.append(killed_at - pausing)
         try:
             out = probe.communicate(timeout=120)[0]
         finally:
@@ -316,7 +320,9 @@ def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None
         (with_leader if both else without).append(took)
         also = " (and etcd's leader)" if both else ""
         print(
-            f"  round {k + 1}: {victim}{also} frozen, served again after {took:.2f} s", flush=True
+            f"  round {k + 1}: {victim}{also} frozen (pause took {pauses[-1]:.2f} s), served "
+            f"again after {took:.2f} s",
+            flush=True,
         )
     print(
         f"{name}: elastic manager failover over {len(times)} kills (active manager's node frozen "
