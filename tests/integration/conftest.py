@@ -72,6 +72,7 @@ def ptc(ptc_home: Path) -> Runner:
         proc = subprocess.run(
             [*PTC, *args],
             cwd=REPO,
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -11,6 +11,7 @@ def ssh(
 ) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         ["ssh", "-F", str(expdir / "inventory" / "ssh_config"), node, command],
+        stdin=subprocess.DEVNULL,  # a non-blocking stdin (CI's) must not reach the node's tools
         capture_output=True,
         text=True,
         timeout=300,

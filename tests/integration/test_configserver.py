@@ -297,7 +297,7 @@ def test_a_replaced_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -
     fresh = ssh(cluster, "head", f"test -e {SECRETS}/munge.key || test -e {DATA_DIR}", check=False)
     assert fresh.returncode != 0, "the new head still has the old one's secrets or etcd data"
 
-    proc = ptc("deploy", NAME, "--limit", "head", timeout=2400)
+    proc = ptc("deploy", NAME, *ELASTIC, "--limit", "head", timeout=2400)
     assert proc.returncode == 0, f"deploy of the new head failed:\n{proc.stderr[-6000:]}"
     assert sha("/etc/munge/munge.key", cluster, "head") == munge_before
     assert sha(f"{SECRETS}/slurmdbd-db-password", cluster, "head") == db_before

@@ -45,6 +45,7 @@ def test_ansible_ping_reaches_every_node_over_ssh(cluster: Path) -> None:
     ansible = Path(sys.executable).with_name("ansible")
     proc = subprocess.run(
         [str(ansible), "all", "-i", str(cluster / "inventory" / "hosts.yml"), "-m", "ping", "-o"],
+        stdin=subprocess.DEVNULL,  # Ansible refuses a non-blocking stdin, which CI may hand down
         capture_output=True,
         text=True,
         timeout=300,
