@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def ssh(
@@ -31,3 +34,15 @@ def containers(experiment: str) -> list[str]:
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     return sorted(out.split())
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 2.0) -> Any:
+    """Poll ``check`` until it returns something true; fail naming ``what`` and the last answer."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")

@@ -37,7 +37,7 @@ import boto3
 import pytest
 import yaml
 from naming import experiment_name
-from remote import ssh
+from remote import ssh, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -138,17 +138,6 @@ def active_member(expdir: Path, urls: dict[str, str]) -> str | None:
     return actives[0] if actives else None
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float, poll: float = 2.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
-
-
 def elastic_manager(expdir: Path) -> Any:
     from elastic.manager.remote import open_manager
 
@@ -164,13 +153,13 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
     from elastic.manager.probe import failover
 
     urls = manager_urls(cluster)
-    assert wait_until("one active manager", lambda: active_member(cluster, urls), 60)
+    assert wait_for("one active manager", lambda: active_member(cluster, urls), 60)
     # Steer activeness to a cfg node: a restarted manager resigns, and a standby takes over.
     for _ in range(5):
         if active_member(cluster, urls) != "head":
             break
         ssh(cluster, "head", "systemctl restart ptc-elastic-manager")
-        wait_until("a manager to take over", lambda: active_member(cluster, urls), 60)
+        wait_for("a manager to take over", lambda: active_member(cluster, urls), 60)
     victim = active_member(cluster, urls)
     assert victim in ("cfg-1", "cfg-2"), f"the active manager stays on {victim}"
 
@@ -186,7 +175,7 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
         .split(";")[0]
     )
     try:
-        wait_until(
+        wait_for(
             "the job to run on node-0",
             lambda: "RUNNING" in ssh(cluster, "head", f"squeue -h -j {job} -o %T").stdout,
             300,
@@ -199,7 +188,7 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
             pv = part["pv"]
             return bool(pv) and "node-0" in pv["values"] and not pv["stale"]
 
-        wait_until("a preemption vector covering node-0", fresh_pv, 120, poll=3)
+        wait_for("a preemption vector covering node-0", fresh_pv, 120, poll=3)
 
         probe = subprocess.Popen(
             ["ssh", "-F", str(cluster / "inventory" / "ssh_config"), "head",
@@ -209,7 +198,7 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
         )  # fmt: skip
         with elastic_manager(cluster) as m:
             rec = m.reclaim("slurm", 1, 30)
-            wait_until(
+            wait_for(
                 "NotifyDeletePending to the Slurm client",
                 lambda: m.reclamation(rec["id"])["notifications"] >= 1,
                 20,
@@ -234,7 +223,7 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
                     got: dict[str, Any] = m.reclamation(rec["id"])
                 return got if got["state"] == "done" else None
 
-            done = wait_until(
+            done = wait_for(
                 "the reclamation to finish", finished, rec["deadline"] - time.time() + 90, poll=3
             )
             with elastic_manager(cluster) as m:
@@ -265,7 +254,7 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
                 actives == [new_active] and health[victim].get("active_manager") == urls[new_active]
             )
 
-        wait_until("the thawed manager to stand by", one_active_not_the_victim, 60)
+        wait_for("the thawed manager to stand by", one_active_not_the_victim, 60)
         status = ptc("elastic", "status", NAME)
         assert status.returncode == 0, status.stderr
     finally:

@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 
 import pytest
 from naming import experiment_name
-from remote import ssh
+from remote import ssh, wait_for
 
 from elastic.errors import PtcError
 from elastic.manager.client import ManagerClient
@@ -75,17 +75,6 @@ def cluster(experiment_factory: Callable[..., Path], ptc: Any) -> Path:
 # -- helpers -------------------------------------------------------------------------------
 def manager(expdir: Path, partition: str | None = None) -> Any:
     return open_manager(expdir / "inventory/hosts.yml", expdir / "inventory/ssh_config", partition)
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 2.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 def as_ptc(command: str) -> str:
