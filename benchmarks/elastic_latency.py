@@ -109,8 +109,10 @@ class Exp:
         return self.job_states([job_id]).get(job_id, "")
 
     def events(self, since: int = 0) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
         with self.manager() as m:
-            found: list[dict[str, Any]] = m.events(since, 100000)
+            while page := m.events(since + len(found), 10000):  # the API's largest page
+                found += page
         return found
 
 

@@ -13,8 +13,10 @@ Slurm sees every pool node; nodes outside its partition are powered down as far 
   pool; they stay DOWN in Slurm with a reason.
 - ``report_pv()``: the PV of the live queue with the configured policy, to SetResourceValues.
 - ``notified(payload)`` (NotifyDeletePending): drain the nodes, reason
-  ``ptc reclamation <id> deadline <UTC time>``; ``step()`` hands back each one as soon as it is
-  idle, and ``requeue_lead`` seconds before the deadline requeues the jobs still on them
+  ``ptc reclamation <id> deadline <UTC time>`` (a node still powering up for its job only once
+  it is up: Slurm requeues the job of a node drained while it powers up); ``step()`` hands back
+  each one as soon as it is idle, and ``requeue_lead`` seconds before the deadline requeues the
+  jobs still on them
   (``scontrol requeue``). A job that cannot be requeued (an interactive srun/salloc job, or one
   Slurm refuses) is cancelled (``scancel``) and reported as not requeued: its work is lost.
   The jobs are reported to the manager (``/v1/reclamations/<id>/jobs``).
@@ -207,9 +209,13 @@ class SlurmElasticClient:
             self._fail(late)
             failed.update(late)
             ready = [n for n in ready if n not in missing and n not in gave_up]
-        for node, state in gave_up.items():  # ResumeFailProgram's business
-            self.report.warning(f"{node}: Slurm gave up on the resume ({state})")
-            failed[node] = f"Slurm gave up: {state}"
+        for node, state in gave_up.items():  # ResumeFailProgram's or SuspendProgram's business
+            if state.startswith("down"):
+                self.report.warning(f"{node}: Slurm gave up on the resume ({state})")
+                failed[node] = f"Slurm gave up: {state}"
+            else:
+                self.report.warning(f"{node}: the resume was called off: powered down ({state})")
+                failed[node] = f"called off: powered down ({state})"
         timings["total"] = self.clock() - started
         self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
         return HookResult(ready, failed, timings)
@@ -235,8 +241,10 @@ class SlurmElasticClient:
 
     def _wait_registered(self, nodes: list[str]) -> tuple[list[str], dict[str, str]]:
         """Wait for slurmd on ``nodes``; (nodes still waiting at the client's own timeout,
-        {node: state} of the nodes Slurm itself gave up on: DOWN and no longer powering up,
-        after ResumeTimeout; ResumeFailProgram handles those)."""
+        {node: state} of the nodes whose resume Slurm ended: DOWN and no longer powering up,
+        after ResumeTimeout (ResumeFailProgram handles those), or powered down again before
+        they registered (a forced power down, e.g. a reclamation's hand-back; SuspendProgram
+        handles those))."""
         limit = self.config.register_timeout or self.config.register_cap
         deadline = self.clock() + limit
         waiting = set(nodes)
@@ -248,7 +256,7 @@ class SlurmElasticClient:
                 self.report.warning(f"sinfo failed: {err}")
                 states = {}
             for node, state in states.items():
-                if state.startswith("down") and "#" not in state:
+                if "#" not in state and (state.startswith("down") or any(m in state for m in "~%")):
                     gave_up[node] = state
                     waiting.discard(node)
                 # '#' powering up, '~' powered down, '*' not responding, '%' powering down
@@ -415,8 +423,23 @@ class SlurmElasticClient:
                 pending.nodes = nodes  # the manager lists what is still outstanding
             todo = sorted(nodes - pending.drained)
             if todo:
-                self.slurm.drain(todo, reason)
-                pending.drained |= set(todo)
+                self._drain_up(pending, todo)
+
+    def _drain_up(self, pending: Pending, nodes: list[str]) -> None:
+        """Drain those of ``nodes`` that are not powering up. Slurm requeues at once the job of
+        a node drained while it powers up for that job ("DRAIN/FAIL request for node ... which
+        is allocated and being powered up. Requeuing jobs", Slurm 22.05), which would take the
+        job's grace period away; such a node is drained by ``step`` once it is up. It is busy
+        with the job meanwhile, so it is not handed back before the deadline either."""
+        try:
+            states = self.slurm.node_states(nodes)
+        except SlurmCommandError as err:
+            self.report.warning(f"reclamation {pending.reclamation}: states of {nodes}: {err}")
+            return
+        up = [n for n in nodes if "#" not in states.get(n, "#")]
+        if up:
+            self.slurm.drain(up, pending.reason)
+            pending.drained |= set(up)
 
     def step(self) -> None:
         """Hand back idle drained nodes; at the deadline requeue and hand back the rest."""
@@ -457,6 +480,8 @@ class SlurmElasticClient:
         if not nodes:
             pending.done = True
             return
+        if pending.nodes - pending.drained:  # powering up when notified: drain them once up
+            self._drain_up(pending, sorted(pending.nodes - pending.drained))
         idle = [n for n in nodes if n not in self._busy(nodes)]
         if idle:
             self._hand_back(idle, pending, mine)

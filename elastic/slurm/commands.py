@@ -72,7 +72,15 @@ class Slurm:
         return self.run(["scontrol", "show", "hostlist", ",".join(nodes)]).strip()
 
     def running_jobs(self, partition: str | None) -> str:
-        argv = ["squeue", "--noheader", "--states=RUNNING,COMPLETING", "--format", SQUEUE_FORMAT]
+        """Jobs that hold nodes: running, completing, or configuring (their nodes powering up
+        for them; Slurm counts their elapsed time from when the nodes are up)."""
+        argv = [
+            "squeue",
+            "--noheader",
+            "--states=RUNNING,COMPLETING,CONFIGURING",
+            "--format",
+            SQUEUE_FORMAT,
+        ]
         if partition:
             argv += ["--partition", partition]
         return self.run(argv)

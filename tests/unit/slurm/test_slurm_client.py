@@ -324,3 +324,41 @@ def test_a_node_whose_step_failed_is_down_before_the_others_register(world: Worl
     assert world.slurm.reasons["node-2"].startswith("ptc resume: configure failed")
     assert world.slurm.reasons["node-3"] == "ptc resume: slurmd did not register within 10 s"
     assert world.owners()["node-2"] is None and world.owners()["node-3"] is None
+
+
+def test_a_node_powering_up_for_its_job_is_drained_only_once_up(world: World) -> None:
+    """Slurm requeues at once the job of a node drained while it powers up for it: the client
+    waits until the node is up, so the job keeps its grace period."""
+    world.manager.add_nodes(world.admin, "slurm", nodes=["node-0", "node-1"])
+    world.slurm.states.update({"node-0": "mixed#", "node-1": "idle"})
+    world.slurm.jobs = [Job("5", ["node-0"], elapsed="0:00")]  # configuring: nodes powering up
+    world.client.report_pv()
+    squeue = next(c for c in world.slurm.calls if c[0] == "squeue")  # the PV's
+    assert "--states=RUNNING,COMPLETING,CONFIGURING" in squeue
+    world.manager.reclaim(world.admin, "slurm", 2, 30)
+    world.manager.tick()
+    world.client.notified(world.notes[-1])
+    drains = [c for c in world.slurm.updates() if c[3] == "State=DRAIN"]
+    assert [c[2] for c in drains] == ["NodeName=node-1"]
+    world.clock.t += 1
+    world.client.step()  # node-1 idle: handed back; node-0 busy and still powering up
+    assert world.owners() == {"node-0": "slurm", "node-1": None, "node-2": None, "node-3": None}
+    assert [c[2] for c in world.slurm.updates() if c[3] == "State=DRAIN"] == ["NodeName=node-1"]
+    world.slurm.states["node-0"] = "mixed"  # slurmd registered: the job runs
+    world.clock.t += 1
+    world.client.step()
+    assert world.slurm.updates()[-1][2:4] == ["NodeName=node-0", "State=DRAIN"]
+    world.clock.t = T0 + 28
+    world.client.step()
+    assert world.slurm.requeued == ["5"] and world.owners()["node-0"] is None
+
+
+def test_a_resume_called_off_by_a_power_down_stops_waiting(world: World) -> None:
+    """A node handed back (POWER_DOWN_FORCE) while its resume waits for slurmd: the resume
+    stops waiting at once and marks nothing DOWN (SuspendProgram tidies the node)."""
+    world.slurm.register_after = 1  # first poll: powering up
+    world.slurm.states["node-0"] = "idle~"  # then: powered down again
+    result = world.client.resume("node-0")
+    assert result.ready == [] and result.failed["node-0"].startswith("called off")
+    assert world.clock.t == T0 + 2  # one poll, not the 10 s register timeout
+    assert not any(c[3] == "State=DOWN" for c in world.slurm.updates())
