@@ -36,9 +36,9 @@ class LeaseElection:
         client: EtcdClient,
         identity: str,
         key: str = DEFAULT_KEY,
-        ttl: int = 3,
+        ttl: int = 2,
         on_lost: Callable[[], None] | None = None,
-        poll_s: float = 0.2,
+        poll_s: float = 0.1,
     ) -> None:
         self.client = client
         self.identity = identity

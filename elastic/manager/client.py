@@ -9,7 +9,8 @@ A client is given every manager's URL (``"http://a:8700,http://b:8700"`` or a li
 active, the others answer 503 and name it. A request goes to the manager that answered last,
 and moves on to the next (first the one a 503 named) when a manager cannot be reached, its
 answer was lost, or it says it is not the active one; rounds repeat, a moment apart, for at
-most ``failover_timeout`` seconds. Every POST carries an ``Idempotency-Key`` that its retries
+most ``failover_timeout`` seconds. A manager that could not be reached is asked again only after
+``recheck`` seconds unless no other is left, so a dead node costs its timeout once. Every POST carries an ``Idempotency-Key`` that its retries
 share, so a request whose answer was lost when a manager died is never applied twice.
 """
 
@@ -66,6 +67,7 @@ class ManagerClient:
         timeout: float = 10.0,
         connect_timeout: float = 2.0,
         failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
+        recheck: float = 2.0,
         transport: httpx.BaseTransport | None = None,
         transports: Mapping[str, httpx.BaseTransport] | None = None,
         client: httpx.Client | None = None,
@@ -75,6 +77,9 @@ class ManagerClient:
         self.urls = split_urls(url)
         self.url = self.urls[0]
         self.failover_timeout = failover_timeout
+        self.recheck = recheck
+        self.round_pause = 0.2  # between rounds when no manager was active
+        self._unreachable: dict[str, float] = {}  # url -> when it last could not be reached
         self._clock = clock
         self._sleep = sleep
         headers = {"Authorization": f"Bearer {token}"}
@@ -105,6 +110,7 @@ class ManagerClient:
             timeout=timeout,
             connect_timeout=connect_timeout,
             failover_timeout=self.failover_timeout,
+            recheck=self.recheck,
             transport=transport,
             transports=self._transports,
             clock=self._clock,
@@ -117,6 +123,12 @@ class ManagerClient:
 
     def _order(self, hint: str | None, tried: set[str]) -> list[str]:
         rest = [u for u in self.urls if u not in tried]
+        # A manager that could not be reached is asked again within ``recheck`` seconds only
+        # when no other was asked in this round: a dead node costs its timeout once, not in
+        # every round of a failover.
+        now = self._clock()
+        fresh = [u for u in rest if now - self._unreachable.get(u, -1e18) >= self.recheck]
+        rest = fresh if fresh or tried else rest
         if hint in rest:
             rest.remove(hint)
             rest.insert(0, hint)
@@ -145,7 +157,9 @@ class ManagerClient:
                     )
                     self.urls.remove(base)
                     self.urls.append(base)
+                    self._unreachable[base] = self._clock()
                     continue
+                self._unreachable.pop(base, None)
                 if response.status_code == 503:
                     body = _json(response)
                     failures[base] = str(body.get("message") or "HTTP 503")
@@ -165,7 +179,7 @@ class ManagerClient:
                     f"no active elastic manager answered {method} {path} within "
                     f"{self.failover_timeout:.0f} s ({detail})"
                 )
-            self._sleep(min(0.5, remaining))
+            self._sleep(min(self.round_pause, remaining))
 
     def _answer(self, response: httpx.Response) -> Any:
         if response.status_code < 400:

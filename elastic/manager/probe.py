@@ -9,7 +9,8 @@ services' virtualenv)::
 
 The first form asks ``GET /v1/status`` every ``--interval`` seconds as a client would: the manager
 that answered last first, then the next one when a manager does not answer within
-``--timeout`` or answers 503 (the one a 503 names first). It prints one JSON document: every
+``--timeout`` or answers 503 (the one a 503 names first); one that did not answer is asked again
+only ``--recheck`` seconds later, as the client does. It prints one JSON document: every
 attempt as ``[sent, answered, url, status]`` (wall-clock seconds; status is the HTTP status or
 the error's name). :func:`failover` reads the time from a kill to the first answer served after
 it. The second form prints each manager's ``/v1/health``. The token comes from ``--token-file``
@@ -46,16 +47,28 @@ def _get(url: str, token: str | None, timeout: float) -> tuple[int | str, str | 
 
 
 def probe(
-    urls: list[str], token: str, duration: float, interval: float, timeout: float
+    urls: list[str],
+    token: str,
+    duration: float,
+    interval: float,
+    timeout: float,
+    recheck: float = 2.0,
 ) -> list[Sample]:
     order = list(urls)
+    unreachable: dict[str, float] = {}  # url -> when it last did not answer
     samples: list[Sample] = []
     end = time.time() + duration
     while time.time() < end:
         tried: list[str] = []
         hint: str | None = None
         while True:
+            now = time.time()
             rest = [u for u in order if u not in tried]
+            # As the client does: a manager that did not answer is asked again within
+            # ``recheck`` seconds only when no other was asked in this round, so a dead node
+            # does not cost its timeout in every round.
+            fresh = [u for u in rest if now - unreachable.get(u, -1e18) >= recheck]
+            rest = fresh if fresh or tried else rest
             if not rest:
                 break
             url = hint if hint in rest else rest[0]
@@ -64,6 +77,10 @@ def probe(
             status, hint, _ = _get(url + "/v1/status", token, timeout)
             samples.append([round(sent, 3), round(time.time(), 3), url, status])
             order.remove(url)
+            if isinstance(status, str):
+                unreachable[url] = time.time()
+            else:
+                unreachable.pop(url, None)
             if status == 200:
                 order.insert(0, url)
                 break
@@ -96,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=0.1)
     parser.add_argument("--timeout", type=float, default=1.0)
+    parser.add_argument(
+        "--recheck", type=float, default=2.0, help="ask a manager that did not answer again after"
+    )
     parser.add_argument("--health", action="store_true", help="print every manager's health")
     args = parser.parse_args(argv)
     urls = [u.strip().rstrip("/") for u in args.urls.split(",") if u.strip()]
@@ -107,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             token = f.read().strip()
     else:
         token = sys.stdin.readline().strip()
-    samples = probe(urls, token, args.duration, args.interval, args.timeout)
+    samples = probe(urls, token, args.duration, args.interval, args.timeout, args.recheck)
     print(json.dumps({"samples": samples}))
     return 0
 

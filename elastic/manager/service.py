@@ -18,7 +18,7 @@ Configuration (YAML)::
     # With the etcd store, a manager runs on every configuration-server node and one is active,
     # elected through a lease (elastic.manager.ha):
     name: cfg-1                  # this node, as the leader key names it
-    election: {key: /ptc/manager/leader, ttl: 3}
+    election: {key: /ptc/manager/leader, ttl: 2}
     peers:                       # every manager's URL: what clients are given (and remote.py reads)
       - http://10.10.1.201:8700
 """
@@ -42,7 +42,7 @@ from elastic.manager.ha import ElectedLeadership, identity
 from elastic.manager.store import JsonFileStore, Store
 
 log = logging.getLogger("ptc.elastic.manager")
-DEFAULT_TTL = 3
+DEFAULT_TTL = 2
 
 
 @dataclass(frozen=True)
