@@ -14,6 +14,7 @@ from naming import experiment_name
 from remote import containers, ssh
 
 from elastic.testbed import rspec
+from elastic.testbed.backends.local.network import namespace
 from elastic.testbed.groups import node_groups
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -125,7 +126,7 @@ def _netns_names() -> list[str]:
 def test_two_lans_are_two_isolated_networks(experiment_factory) -> None:  # type: ignore[no-untyped-def]
     expdir = experiment_factory(TWOLAN, "profiles/tests/two_lans.py")
     bridges = subprocess.run(
-        ["ip", "-n", "ptc-twolan", "-o", "link", "show", "type", "bridge"],
+        ["ip", "-n", namespace(TWOLAN), "-o", "link", "show", "type", "bridge"],
         capture_output=True,
         text=True,
         check=True,
