@@ -377,6 +377,68 @@ def test_reference_client_takes_nodes_from_a_full_partition_without_losing_a_job
     assert log.returncode == 0 and "wasted cycles" in log.stdout
 
 
+# -- a reclamation that lands on a node powering up for its job -------------------------------
+SLOW_START = "/etc/systemd/system/slurmd.service.d/zz-ptc-test-slow-start.conf"
+
+
+def test_a_reclamation_during_a_resume_leaves_the_job_its_grace_period(
+    leaves_pool_idle: Path, ptc: Any
+) -> None:
+    """Slurm 22.05 requeues at once the job of a node drained while it powers up for that job;
+    the client drains such a node only once it is up, so the job runs within its GP."""
+    expdir = leaves_pool_idle
+    # slurmd on node-0 takes 40 s to start: Slurm holds the node "powering up" that long
+    ssh(
+        expdir,
+        "node-0",
+        f"mkdir -p {Path(SLOW_START).parent} && printf '[Service]\\n"
+        f"ExecStartPre=/bin/sleep 40\\n' > {SLOW_START} && systemctl daemon-reload",
+    )
+    try:
+        job_id = sbatch(expdir, "-N1 -w node-0", until_mark("P"))
+        wait_for(
+            "node-0 powering up for the job, held by slurm",
+            lambda: "#" in slurm_nodes(expdir)["node-0"][0] and owners(expdir)["node-0"] == "slurm",
+            120,
+        )
+        wait_for_pv_covering(expdir, ["node-0"])  # the configuring job counts in the PV
+        proc = ptc("elastic", "reclaim", NAME, "--count", "1", "--grace", "120")
+        assert proc.returncode == 0, proc.stderr
+        started = events(expdir, "reclamation-started")[-1]
+        rec_id = started["data"]["reclamation"]
+        assert started["data"]["chosen"] == ["node-0"]
+        assert [j["job_id"] for j in started["data"]["jobs"]] == [job_id]
+        assert "#" in slurm_nodes(expdir)["node-0"][0], "node-0 was up before the reclamation"
+        # once up, the node is drained for the reclamation and the job runs on it, not requeued
+        wait_for(
+            "the job running on node-0, drained for the reclamation",
+            lambda: (
+                job(expdir, job_id).get("JobState") == "RUNNING"
+                and (s := slurm_nodes(expdir)["node-0"])[0].startswith("drain")
+                and s[1].startswith(f"ptc reclamation {rec_id}")
+            ),
+            180,
+        )
+        mark(expdir, "P")
+        assert wait_for(
+            "the job to complete", lambda: sacct(expdir, job_id).get("state") == "COMPLETED", 120
+        )
+        assert job(expdir, job_id).get("Restarts") == "0", job(expdir, job_id)
+        with manager(expdir) as m:
+            wait_for(
+                f"reclamation {rec_id} to finish",
+                lambda: m.reclamation(rec_id)["state"] == "done",
+                180,
+            )
+        finished = next(
+            e for e in events(expdir, "reclamation-finished") if e["data"]["reclamation"] == rec_id
+        )
+        assert finished["data"]["jobs_killed"] == []
+        assert owners(expdir)["node-0"] is None
+    finally:
+        ssh(expdir, "node-0", f"rm -f {SLOW_START}; systemctl daemon-reload", check=False)
+
+
 # -- acceptance 4: resume failures ----------------------------------------------------------
 NEVER_REGISTERS = "/etc/systemd/system/slurmd.service.d/zz-ptc-test-never-registers.conf"
 
