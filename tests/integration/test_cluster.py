@@ -185,6 +185,16 @@ def test_nfs_probes_in_lockstep_from_identical_nodes(deployed: Path) -> None:
     assert not failures, "\n".join(failures)
 
 
+def _changed_tasks(run_dir: Path) -> list[str]:
+    """Host and task of every change, from ansible-runner's event files."""
+    found = []
+    for path in sorted(run_dir.rglob("job_events/*.json")):
+        data = json.loads(path.read_text(encoding="utf-8")).get("event_data", {})
+        if data.get("res", {}).get("changed") and "task" in data:
+            found.append(f"{data.get('host')}: {data['task']}")
+    return found
+
+
 def test_second_deploy_changes_nothing(deployed: Path) -> None:
     """Called as a Slurm hook or a service would: from Python, no terminal, events by callback."""
     events: list[Event] = []
@@ -192,7 +202,9 @@ def test_second_deploy_changes_nothing(deployed: Path) -> None:
     result = runner.deploy(target, on_event=collect(events))
     summary = last_summary(deployed)
     changed = {h: c["changed"] for h, c in summary["hosts"].items()}  # type: ignore[attr-defined]
-    assert summary["changed"] == result.changed == 0, f"second run changed tasks: {changed}"
+    assert summary["changed"] == result.changed == 0, (
+        f"second run changed tasks: {changed}\n" + "\n".join(_changed_tasks(result.run_dir))
+    )
     kinds = [e.kind for e in events]
     assert kinds[0] is Kind.BEGIN and kinds[-1] is Kind.END
     assert all(e.topic == "deploy" for e in events)
