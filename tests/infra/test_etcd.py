@@ -103,6 +103,22 @@ def test_etcd_member_keys_private(host: Host) -> None:
         )
 
 
+def test_etcd_pki_copy_on_the_controller_is_root_only(host: Host) -> None:
+    """The controller keeps the cluster's PKI for its own playbook runs (ansible_controller):
+    nobody but root can read any of it."""
+    require_group(host, "slurm_controller")
+    if not group(host, "config_server"):
+        pytest.skip("no configuration server in this cluster")
+    pki = "/var/lib/ptc/ansible/inventory/pki"
+    assert host.file(f"{pki}/etcd/ca.key").exists, f"{name_of(host)}: no copy of the PKI in {pki}"
+    # Certificates may be 0644 inside directories only root can enter; keys never.
+    loose = host.run(
+        f"find {pki} ! -user root -o -type d -perm /077 "
+        f"-o -type f \\( -name '*.key' -o -name '*.password' \\) -perm /077"
+    ).stdout.split()
+    assert not loose, f"{name_of(host)}: open beyond root: {loose}"
+
+
 def test_etcd_all_members_healthy(host: Host) -> None:
     """From each member: every member of config_server is in the cluster and healthy."""
     require_group(host, "config_server")
