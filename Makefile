@@ -48,7 +48,7 @@ demo: setup
 # Integration modules run two at a time (pytest-xdist, one worker per module or shared-cluster
 # group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs.
 TEST_WORKERS ?= 2
-INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --durations=20
+INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
 
 test: setup lint
 	# pytest exits 5 when it collects nothing; that is not a CI failure.

@@ -39,7 +39,26 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     item.add_marker(pytest.mark.xdist_group("shared-cluster" if shared else item.module.__name__))
 
 
+# Groups that take longest, longest first: xdist hands out groups in collection order (with
+# --no-loadscope-reorder), so the long ones start at once and short modules fill in at the end
+# instead of one long module running alone after the other worker is done.
+LONGEST_FIRST = (
+    "test_elastic",
+    "shared-cluster",
+    "test_cluster",
+    "test_configserver",
+    "test_slurm_production",
+)
+
+
+def _group_rank(item: pytest.Item) -> int:
+    marker = item.get_closest_marker("xdist_group")
+    group = marker.args[0] if marker and marker.args else ""
+    return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_group_rank)  # stable: every module keeps its tests in file order
     reason = _testbed_available()
     if reason is None:
         return
