@@ -26,6 +26,18 @@ def ssh(
     return proc
 
 
+def ssh_background(expdir: Path, node: str, command: str) -> subprocess.Popen[str]:
+    """``command`` on ``node`` as :func:`ssh` runs it, started and left running: its output is
+    collected with ``communicate()``."""
+    return subprocess.Popen(
+        ["ssh", "-F", str(expdir / "inventory" / "ssh_config"), node, command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def containers(experiment: str) -> list[str]:
     """Names of the podman containers labelled as the experiment's, sorted."""
     out = subprocess.run(

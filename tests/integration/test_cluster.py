@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from naming import experiment_name
-from remote import containers, ssh
+from remote import containers, ssh, ssh_background
 
 from elastic.bench import campaign as campaigns
 from elastic.bench import spec
@@ -166,15 +166,10 @@ def test_nfs_probes_in_lockstep_from_identical_nodes(deployed: Path) -> None:
         f"while [ ! -e {go} ]; do sleep 0.005; done; "
         "unshare --pid --fork ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'"
     )
-    config = str(deployed / "inventory" / "ssh_config")
     failures = []
     for attempt in range(8):
         ssh(deployed, "head", f"rm -f {go}")
-        waiting = [
-            subprocess.Popen(["ssh", "-F", config, node, probe], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-            for node in nodes
-        ]  # fmt: skip
+        waiting = [ssh_background(deployed, node, probe) for node in nodes]
         time.sleep(1.5)  # both are polling for the file now
         ssh(deployed, "head", f"touch {go}")
         for node, proc in zip(nodes, waiting, strict=True):

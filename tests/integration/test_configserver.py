@@ -37,7 +37,7 @@ import boto3
 import pytest
 import yaml
 from naming import experiment_name
-from remote import ssh, wait_for
+from remote import ssh, ssh_background, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -190,12 +190,12 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
 
         wait_for("a preemption vector covering node-0", fresh_pv, 120, poll=3)
 
-        probe = subprocess.Popen(
-            ["ssh", "-F", str(cluster / "inventory" / "ssh_config"), "head",
-             f"python3 {PROBE} --urls {','.join(urls.values())} --duration 45 "
-             "--token-file /etc/ptc-elastic/tokens/admin.token"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        probe = ssh_background(
+            cluster,
+            "head",
+            f"python3 {PROBE} --urls {','.join(urls.values())} --duration 45 "
+            "--token-file /etc/ptc-elastic/tokens/admin.token",
+        )
         with elastic_manager(cluster) as m:
             rec = m.reclaim("slurm", 1, 30)
             wait_for(
@@ -344,12 +344,12 @@ def test_faults_lose_no_acknowledged_write(cluster: Path) -> None:
     )  # fmt: skip
     endpoints = " ".join(f"https://{m}:2379" for m in MEMBERS)
     ssh(cluster, "node-0", f"printf '%s\\n' {endpoints} > {creds}/endpoints")
-    workload = subprocess.Popen(
-        ["ssh", "-F", str(cluster / "inventory" / "ssh_config"), "node-0",
-         f"cd /local/repository && python3 -m elastic.configserver.faults --credentials {creds}"
-         " --ops 1000 --duration 50 --think 0.1 --timeout 2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    workload = ssh_background(
+        cluster,
+        "node-0",
+        f"cd /local/repository && python3 -m elastic.configserver.faults --credentials {creds}"
+        " --ops 1000 --duration 50 --think 0.1 --timeout 2",
+    )
     faults: list[tuple[str, float]] = []
     container = f"ptc-{NAME}-"
     paused = ""
