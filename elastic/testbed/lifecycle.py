@@ -94,12 +94,9 @@ def modify(
             f"nodes: use the portal's Modify, save the new manifest, then "
             f"`ptc adopt {name} --manifest FILE --key KEY --replace`"
         )
-    if exp.state != "ready":
-        raise InputError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
+    _require_ready(exp)
     target = replace(exp, params=render.merge_params(exp.params, params))
-    profile = Path(exp.profile)
-    if not profile.is_file():
-        raise NotFoundError(f"experiment {name!r}: its profile {exp.profile!r} no longer exists")
+    profile = _profile_of(exp)
     report.status(f"render {profile} {' '.join(f'{k}={v}' for k, v in target.params.items())}")
     rendered = render.render_request(profile, target.params, warnings_fatal=warnings_fatal)
     for warning in rendered.warnings:
@@ -137,8 +134,7 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
             f"experiment {name!r} was adopted from a saved manifest: reload the nodes in the "
             f"portal, then `ptc deploy {name}`"
         )
-    if exp.state != "ready":
-        raise InputError(f"experiment {name!r} is {exp.state}, not ready: `ptc status {name}`")
+    _require_ready(exp)
     if not nodes:
         raise InputError("name the nodes to replace, e.g. `ptc replace NAME head`")
     manifest = rspec.parse_manifest(exp.manifest())
@@ -149,9 +145,7 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
             f"its nodes are {', '.join(known)}"
         )
     old_logins = [n.login for n in manifest.nodes if n.client_id in nodes and n.login]
-    profile = Path(exp.profile)
-    if not profile.is_file():
-        raise NotFoundError(f"experiment {name!r}: its profile {exp.profile!r} no longer exists")
+    profile = _profile_of(exp)
     request = render.render_request(profile, exp.params, warnings_fatal=False).topology
     backend = backend_for(exp, on_event)
     backend.preflight()
@@ -168,6 +162,23 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
     _forget_host_keys(exp, [lg for lg in [*old_logins, *fresh] if lg is not None])
     write_inventory(exp)
     return exp
+
+
+def _require_ready(exp: Experiment) -> None:
+    if exp.state != "ready":
+        raise InputError(
+            f"experiment {exp.name!r} is {exp.state}, not ready: `ptc status {exp.name}`"
+        )
+
+
+def _profile_of(exp: Experiment) -> Path:
+    """The profile the experiment was made from, which a change renders again."""
+    profile = Path(exp.profile)
+    if not profile.is_file():
+        raise NotFoundError(
+            f"experiment {exp.name!r}: its profile {exp.profile!r} no longer exists"
+        )
+    return profile
 
 
 def _forget_host_keys(exp: Experiment, logins: Sequence[Login]) -> None:
