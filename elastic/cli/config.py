@@ -242,6 +242,16 @@ def restore_(
         f"restored {', '.join(result.members)} in {result.elapsed_s:.1f} s; "
         f"revision now {result.revision}"
     )
+    keyed = result.rekeyed
+    console.print(
+        f"passwords from this experiment's PKI: {', '.join(keyed.set) or 'none'}", highlight=False
+    )
+    if keyed.missing:
+        console.print(
+            f"users this experiment has and the snapshot lacks: {', '.join(keyed.missing)} "
+            f"(`ptc deploy {name}` adds them)",
+            highlight=False,
+        )
 
 
 @app.command("publish")

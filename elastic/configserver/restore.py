@@ -7,25 +7,27 @@ cluster's token, read from the member's /etc/default/etcd. The members start tog
 form a new cluster holding exactly the snapshot's keys (users and roles included).
 
 If any member fails before the members are started, every member gets its old data directory
-back and runs again: nothing is left half-done. The restored cluster's users keep the
-passwords they had in the snapshot, so restore onto a configuration server deployed with the
-same PKI (the experiment's own, or a copy of the source experiment's ``inventory/pki/etcd``).
+back and runs again: nothing is left half-done. The snapshot may come from another experiment
+(``ptc config restore NEW --cluster OLD``): once the new cluster has a quorum, its users get this
+experiment's passwords (:mod:`elastic.configserver.rekey`), so this experiment's clients log in
+to a server holding exactly the snapshot's keys.
 """
 
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic.configserver.access import MemberAddress, members_of, open_experiment
+from elastic.configserver import remote
+from elastic.configserver.access import MemberAddress, members_of, open_experiment, pki_dir
 from elastic.configserver.cluster import ClusterStatus, cluster_status
 from elastic.configserver.errors import ConfigServerError
-from elastic.errors import PtcError, RemoteError, RemoteTimeout
+from elastic.configserver.rekey import Rekeyed, bundle, rekey
+from elastic.errors import PtcError, RemoteError
 from elastic.events import OnEvent, Reporter
 from elastic.testbed import experiment as experiments
 from elastic.testbed.experiment import Experiment
@@ -41,43 +43,11 @@ class RestoreResult:
     revision: int
     elapsed_s: float
     status: ClusterStatus
-
-
-def _ssh(exp: Experiment, host: str, command: str, timeout: float = 120) -> str:
-    try:
-        proc = subprocess.run(
-            ["ssh", "-F", str(exp.ssh_config_path), "-o", "BatchMode=yes", host, command],
-            capture_output=True, text=True, timeout=timeout, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as err:
-        raise RemoteTimeout(
-            f"{host}: `{command}` did not finish in {timeout:.0f} s",
-            host=host, command=command, timeout_s=timeout,
-        ) from err  # fmt: skip
-    if proc.returncode != 0:
-        raise RemoteError(
-            f"{host}: `{command}` failed ({proc.returncode}): "
-            f"{(proc.stderr or proc.stdout).strip()[-600:]}",
-            host=host, command=command, returncode=proc.returncode, output=proc.stdout,
-        )  # fmt: skip
-    return proc.stdout
-
-
-def _copy(exp: Experiment, host: str, local: Path, remote: str) -> None:
-    proc = subprocess.run(
-        ["scp", "-q", "-F", str(exp.ssh_config_path), "-o", "BatchMode=yes",
-         str(local), f"{host}:{remote}"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise RemoteError(
-            f"{host}: copying the snapshot failed: {proc.stderr.strip()[-300:]}",
-            host=host, command=f"scp {local} {remote}", returncode=proc.returncode,
-        )  # fmt: skip
+    rekeyed: Rekeyed
 
 
 def _member_settings(exp: Experiment, member: str) -> dict[str, str]:
-    out = _ssh(exp, member, f"cat {ENV_FILE}")
+    out = remote.run(exp, member, f"cat {ENV_FILE}")
     settings = {}
     for line in out.splitlines():
         if "=" in line and not line.lstrip().startswith("#"):
@@ -89,6 +59,7 @@ def _member_settings(exp: Experiment, member: str) -> dict[str, str]:
         "ETCD_INITIAL_CLUSTER",
         "ETCD_INITIAL_CLUSTER_TOKEN",
         "ETCD_INITIAL_ADVERTISE_PEER_URLS",
+        "ETCD_ADVERTISE_CLIENT_URLS",
     ):
         if needed not in settings:
             raise PtcError(f"{member}: {ENV_FILE} has no {needed}: was the etcd role deployed?")
@@ -111,23 +82,26 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
     started = time.monotonic()
     report.begin(f"restore {snapshot.name} onto {', '.join(m.name for m in members)}")
 
-    # 1. Nothing changes until every member is reachable, configured and holds a sound copy.
+    # 1. Nothing changes until every member is reachable, configured and holds a sound copy,
+    # and this machine holds what re-keying needs (the CA and the users' passwords).
+    pki = pki_dir(exp)
+    bundle(pki)
     settings = {m.name: _member_settings(exp, m.name) for m in members}
     for m in members:
         report.status(f"copying the snapshot to {m.name}")
-        _copy(exp, m.name, snapshot, REMOTE_SNAPSHOT)
-        _ssh(exp, m.name, f"ETCDCTL_API=3 etcdctl snapshot status {REMOTE_SNAPSHOT} -w json")
+        remote.copy(exp, m.name, snapshot, REMOTE_SNAPSHOT)
+        remote.run(exp, m.name, f"ETCDCTL_API=3 etcdctl snapshot status {REMOTE_SNAPSHOT} -w json")
     stamp = time.strftime("%Y%m%dT%H%M%S")
 
     # 2. Stop every member; keep each data directory aside.
     def stop(m: MemberAddress) -> None:
         data = shlex.quote(settings[m.name]["ETCD_DATA_DIR"])
-        _ssh(exp, m.name, f"systemctl stop etcd && if [ -e {data} ]; then "
+        remote.run(exp, m.name, f"systemctl stop etcd && if [ -e {data} ]; then "
                           f"mv {data} {data}.replaced-{stamp}; fi")  # fmt: skip
 
     def put_back(m: MemberAddress) -> None:
         data = shlex.quote(settings[m.name]["ETCD_DATA_DIR"])
-        _ssh(exp, m.name, f"if [ -e {data}.replaced-{stamp} ]; then rm -rf {data} && "
+        remote.run(exp, m.name, f"if [ -e {data}.replaced-{stamp} ]; then rm -rf {data} && "
                           f"mv {data}.replaced-{stamp} {data}; fi; systemctl start --no-block etcd")  # fmt: skip
 
     def rebuild(m: MemberAddress) -> None:
@@ -145,7 +119,7 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
                 f"&& chmod 700 {shlex.quote(s['ETCD_DATA_DIR'])}",
             ]
         )
-        _ssh(exp, m.name, command)
+        remote.run(exp, m.name, command)
 
     report.status("stopping every member")
     try:
@@ -159,10 +133,19 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
 
     # 3. Start together (a new cluster forms only with a quorum of its members).
     report.status("starting every member")
-    _parallel(members, lambda m: _ssh(exp, m.name, "systemctl start --no-block etcd"))
+    _parallel(members, lambda m: remote.run(exp, m.name, "systemctl start --no-block etcd"))
     for m in members:
-        _ssh(exp, m.name, f"rm -f {REMOTE_SNAPSHOT}")
+        remote.run(exp, m.name, f"rm -f {REMOTE_SNAPSHOT}")
     deadline = time.monotonic() + HEALTH_WAIT_S
+    first = members[0].name
+    url = settings[first]["ETCD_ADVERTISE_CLIENT_URLS"].split(",")[0]
+    report.status(f"setting this experiment's passwords on the restored users (via {first})")
+    rekeyed = _rekey_when_up(exp, first, url, pki, deadline, stamp)
+    if rekeyed.kept:
+        report.warning(
+            f"users of the snapshot with no password in {pki}/users keep theirs: "
+            f"{', '.join(rekeyed.kept)}"
+        )
     last = "no answer yet"
     with open_experiment(name) as client:
         while time.monotonic() < deadline:
@@ -171,8 +154,9 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
                 if st.healthy:
                     report.end(f"restored at revision {st.revision}")
                     return RestoreResult(
-                        [m.name for m in members], st.revision, time.monotonic() - started, st
-                    )
+                        [m.name for m in members], st.revision, time.monotonic() - started, st,
+                        rekeyed,
+                    )  # fmt: skip
                 last = st.quorum_error or "; ".join(
                     f"{x.name}: {x.error}" for x in st.members if not x.healthy
                 )
@@ -183,3 +167,20 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
         f"the restored configuration server did not become healthy in {HEALTH_WAIT_S:.0f} s: "
         f"{last} (the old data is kept as DATA_DIR.replaced-{stamp} on every member)"
     )
+
+
+def _rekey_when_up(
+    exp: Experiment, member: str, url: str, pki: Path, deadline: float, stamp: str
+) -> Rekeyed:
+    """Re-key as soon as the new cluster has a quorum (until then etcdctl cannot write)."""
+    while True:
+        try:
+            return rekey(exp, member, url, pki)
+        except RemoteError as err:
+            if time.monotonic() >= deadline:
+                raise PtcError(
+                    f"the restored configuration server did not accept this experiment's "
+                    f"passwords in {HEALTH_WAIT_S:.0f} s: {err} (the old data is kept as "
+                    f"DATA_DIR.replaced-{stamp} on every member)"
+                ) from err
+            time.sleep(2)

@@ -10,8 +10,14 @@ active, the others answer 503 and name it. A request goes to the manager that an
 and moves on to the next (first the one a 503 named) when a manager cannot be reached, its
 answer was lost, or it says it is not the active one; rounds repeat, a moment apart, for at
 most ``failover_timeout`` seconds. A manager that could not be reached is asked again only after
-``recheck`` seconds unless no other is left, so a dead node costs its timeout once. Every POST carries an ``Idempotency-Key`` that its retries
-share, so a request whose answer was lost when a manager died is never applied twice.
+``recheck`` seconds unless no other is left, so a dead node costs its timeout once. Every POST
+carries an ``Idempotency-Key`` that its retries share, so a request whose answer was lost when a
+manager died is never applied twice.
+
+The read timeout is short (3 s): the manager answers in milliseconds, and a node that froze
+after accepting a connection (its kernel still completes the handshake) would otherwise hold a
+request for the whole timeout before the next manager is asked. A slow answer is safe to give
+up on for the same reason a lost one is: the retry carries the same key.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ class ManagerClient:
         url: str | Sequence[str],
         token: str,
         *,
-        timeout: float = 10.0,
+        timeout: float = 3.0,
         connect_timeout: float = 2.0,
         failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
         recheck: float = 2.0,

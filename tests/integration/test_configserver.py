@@ -9,7 +9,8 @@ partitions, so a manager runs on every member and compute nodes start outside Sl
 partition: `srun -w node-0` resumes node-0 through the hooks); a head whose etcd data and secrets are wiped regains the same identity
 (acceptance 4 as far as the testbed can replace a node: same munge key and database password,
 compute nodes untouched); a snapshot to S3 survives the configuration server's destruction
-(acceptance 5); and bad input is refused before anything changes (acceptance 6).
+and restores onto a new experiment's configuration server (acceptance 5); and bad input is
+refused before anything changes (acceptance 6).
 
 S3 is moto's server — a local fake of S3, since AWS cannot be reached — started by this module
 on loopback; the snapshot travels through the workstation's SSH tunnel as it would to AWS.
@@ -42,6 +43,9 @@ from remote import ssh, ssh_background, wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NAME = experiment_name("cfgit", "PTC_TEST_CFG_NAME")
+# Where the snapshot is restored as the issue asks, on a new experiment: its head alone runs a
+# configuration server, deployed by itself (config_server.yml), with its own CA and passwords.
+RECOVERY = experiment_name("cfgdr")
 MEMBERS = ["head", "cfg-1", "cfg-2"]
 DATA_DIR = "/var/lib/etcd/ptc"
 SECRETS = "/etc/ptc/secrets"
@@ -458,6 +462,31 @@ def test_snapshot_survives_the_destruction_of_the_configuration_server(
         assert restored.returncode == 0, restored.stderr
         assert "sha256 verified" in restored.stdout
         assert keys(NAME) == before
+
+
+def test_a_snapshot_restores_onto_a_new_experiment(
+    cluster: Path, ptc: Any, s3: str, experiment_factory: Callable[..., Path]
+) -> None:
+    s3args = ["--bucket", "snaps", "--endpoint-url", s3]
+    with elastic_stopped(cluster):
+        before = keys(NAME)
+        snap = ptc("config", "snapshot", NAME, *s3args)
+        assert snap.returncode == 0, snap.stderr
+    experiment_factory(RECOVERY, "profiles/slurm_cluster.py", "computeNodeCount=1")
+    deployed = ptc("deploy", RECOVERY, "--playbook", "config_server.yml")
+    assert deployed.returncode == 0, f"ptc deploy {RECOVERY}:\n{deployed.stderr[-4000:]}"
+    assert set(keys(RECOVERY)) == set(), "a new configuration server starts empty"
+    restored = ptc("config", "restore", RECOVERY, "--cluster", NAME, *s3args, timeout=900)
+    assert restored.returncode == 0, restored.stderr
+    assert "sha256 verified" in restored.stdout
+    # The snapshot's users now log in with the new experiment's passwords: root reads every key,
+    # and the manager its own prefix, as on the source.
+    assert "passwords from this experiment's PKI: manager, partition-ptc, root" in restored.stdout
+    assert keys(RECOVERY) == before
+    manager = ptc("config", "list", RECOVERY, "/ptc/manager/", "--user", "manager")
+    assert manager.returncode == 0 and "/ptc/manager/state" in manager.stdout, manager.stderr
+    denied = ptc("config", "get", RECOVERY, "/ptc/secrets/munge.key", "--user", "manager")
+    assert denied.returncode != 0 and "permission denied" in denied.stderr
 
 
 def test_bad_snapshots_and_buckets_change_nothing(cluster: Path, ptc: Any, s3: str) -> None:

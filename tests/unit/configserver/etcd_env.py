@@ -102,11 +102,12 @@ def make_ca(directory: Path, name: str) -> tuple[x509.Name, ec.EllipticCurvePriv
 
 
 def make_pki(root: Path) -> Path:
-    """The controller's PKI directory layout the etcd role writes (ca.crt, members/, clients/,
-    users/, jwt.key/jwt.pub)."""
+    """The controller's PKI directory layout the etcd role writes (ca.crt, ca.key, members/,
+    clients/, users/, jwt.key/jwt.pub)."""
     for sub in ("members", "clients", "users"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     ca_name, ca_key = make_ca(root, "test etcd CA")
+    _write_key(ca_key, root / "ca.key")
     member_key = _key()
     member = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "ptc etcd member")])
     _write_key(member_key, root / "members" / "m1.key")

@@ -5,6 +5,8 @@ is applied once. The election itself runs on a real etcd in tests/unit/configser
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 from fastapi.testclient import TestClient
@@ -167,6 +169,29 @@ def test_no_active_manager_gives_up_after_the_failover_timeout(env: Env) -> None
     dead = [c for c in calls if DEAD.split("//")[1].split(":")[0] in c]
     assert 4 <= len(calls) <= 26 + 3
     assert 1 <= len(dead) <= 3
+
+
+def test_a_frozen_manager_s_silence_moves_the_request_on(env: Env) -> None:
+    """A frozen node's kernel still completes the TCP handshake, then nothing answers: a real
+    listening socket that never accepts. The POST goes to the next manager with the same
+    Idempotency-Key once the read timeout passes, and is applied once."""
+    with_pv(env)
+    calls: list[str] = []
+    with socket.socket() as frozen:
+        frozen.bind(("127.0.0.1", 0))
+        frozen.listen(8)
+        silent = f"http://127.0.0.1:{frozen.getsockname()[1]}"
+        client = ManagerClient(
+            [silent, ACTIVE],
+            env.admin,
+            timeout=0.5,
+            transports={ACTIVE: bridge(env.http, calls)},
+            sleep=lambda _: None,
+        )
+        rec = client.reclaim("slurm", 1, 30)
+    assert calls == ["POST 10.10.1.201"]
+    assert client.url == ACTIVE and client.urls[-1] == silent  # asked last from now on
+    assert list(env.manager.read().reclamations) == [rec["id"]]
 
 
 def test_a_post_whose_answer_was_lost_is_applied_once(env: Env) -> None:
