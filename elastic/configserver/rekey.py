@@ -40,7 +40,7 @@ _SIGN_ONLY = x509.KeyUsage(
 )  # fmt: skip
 
 # Prints "set USER", "missing USER" (in the PKI, not in the snapshot) and "kept USER" (in the
-# snapshot, no password here). $1 is the member's client URL.
+# snapshot, no password here). $1 is the member's client URL, $2 each etcdctl call's time limit.
 _SCRIPT = r"""
 set -eu
 umask 077
@@ -48,9 +48,10 @@ d=$(mktemp -d -p /run ptc-rekey.XXXXXX)
 trap 'rm -rf "$d"' EXIT
 tar -x -C "$d"
 endpoint=$1
+limit=$2
 # timeout: etcdctl 3.4 retries a TLS handshake the member refuses for ever.
 ctl() {
-  timeout 30 env -u ETCDCTL_USER -u ETCDCTL_PASSWORD ETCDCTL_API=3 etcdctl \
+  timeout "$limit" env -u ETCDCTL_USER -u ETCDCTL_PASSWORD ETCDCTL_API=3 etcdctl \
     --endpoints="$endpoint" --cacert="$d/ca.crt" --cert="$d/admin.crt" --key="$d/admin.key" \
     --dial-timeout=5s --command-timeout=10s "$@"
 }
@@ -159,6 +160,7 @@ def rekey(exp: Experiment, member: str, client_url: str, pki: Path) -> Rekeyed:
     return parse(member, out)
 
 
-def command(client_url: str) -> str:
-    """The shell command a member runs, with :func:`bundle`'s stream on stdin."""
-    return f"sh -c {shlex.quote(_SCRIPT)} rekey {shlex.quote(client_url)}"
+def command(client_url: str, timeout_s: int = 30) -> str:
+    """The shell command a member runs, with :func:`bundle`'s stream on stdin (each etcdctl
+    call gets ``timeout_s``)."""
+    return f"sh -c {shlex.quote(_SCRIPT)} rekey {shlex.quote(client_url)} {int(timeout_s)}"

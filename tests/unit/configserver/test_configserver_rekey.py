@@ -115,8 +115,8 @@ def test_a_certificate_of_another_ca_is_refused(tmp_path: Path) -> None:
     try:
         apply_auth(server)
         proc = subprocess.run(
-            command(server.url), shell=True, input=bundle(other), capture_output=True,
-            timeout=120, check=False,
+            command(server.url, timeout_s=5), shell=True, input=bundle(other),
+            capture_output=True, timeout=120, check=False,
         )  # fmt: skip
         assert proc.returncode != 0
         assert not parse("m1", proc.stdout.decode()).set
