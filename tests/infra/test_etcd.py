@@ -103,6 +103,22 @@ def test_etcd_member_keys_private(host: Host) -> None:
         )
 
 
+def test_etcd_compacts_its_history(host: Host) -> None:
+    """The running member (not only its configuration file) compacts periodically: without it
+    the manager's rewrites would fill etcd's space quota and stop every write."""
+    require_group(host, "config_server")
+    pid = host.run("systemctl show -p MainPID --value etcd").stdout.strip()
+    assert pid and pid != "0", f"{name_of(host)}: etcd has no main process"
+    environ = host.run(f"tr '\\0' '\\n' < /proc/{pid}/environ").stdout.splitlines()
+    settings = dict(line.split("=", 1) for line in environ if "=" in line)
+    assert settings.get("ETCD_AUTO_COMPACTION_MODE") == "periodic", (
+        f"{name_of(host)}: etcd (pid {pid}) runs without periodic auto-compaction"
+    )
+    assert settings.get("ETCD_AUTO_COMPACTION_RETENTION"), (
+        f"{name_of(host)}: etcd (pid {pid}) has no compaction retention"
+    )
+
+
 def test_etcd_pki_copy_on_the_controller_is_root_only(host: Host) -> None:
     """The controller keeps the cluster's PKI for its own playbook runs (ansible_controller):
     nobody but root can read any of it."""
