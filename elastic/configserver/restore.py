@@ -97,12 +97,13 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
     def stop(m: MemberAddress) -> None:
         data = shlex.quote(settings[m.name]["ETCD_DATA_DIR"])
         remote.run(exp, m.name, f"systemctl stop etcd && if [ -e {data} ]; then "
-                          f"mv {data} {data}.replaced-{stamp}; fi")  # fmt: skip
+                                f"mv {data} {data}.replaced-{stamp}; fi")  # fmt: skip
 
     def put_back(m: MemberAddress) -> None:
         data = shlex.quote(settings[m.name]["ETCD_DATA_DIR"])
         remote.run(exp, m.name, f"if [ -e {data}.replaced-{stamp} ]; then rm -rf {data} && "
-                          f"mv {data}.replaced-{stamp} {data}; fi; systemctl start --no-block etcd")  # fmt: skip
+                                f"mv {data}.replaced-{stamp} {data}; fi; "
+                                "systemctl start --no-block etcd")  # fmt: skip
 
     def rebuild(m: MemberAddress) -> None:
         s = settings[m.name]
