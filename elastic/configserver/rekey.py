@@ -156,7 +156,10 @@ def parse(member: str, output: str) -> Rekeyed:
 def rekey(exp: Experiment, member: str, client_url: str, pki: Path) -> Rekeyed:
     """Set every shared user's password on the cluster ``member`` belongs to (one member is
     enough: the change goes through Raft like any write)."""
-    out = remote.run(exp, member, command(client_url), timeout=120, stdin=bundle(pki))
+    out = remote.run(
+        exp, member, command(client_url), timeout=120, stdin=bundle(pki),
+        label=f"etcdctl user passwd (re-keying via {client_url})",
+    )  # fmt: skip
     return parse(member, out)
 
 

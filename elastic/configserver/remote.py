@@ -11,12 +11,19 @@ from elastic.testbed.experiment import Experiment
 
 
 def run(
-    exp: Experiment, host: str, command: str, timeout: float = 120, stdin: bytes | None = None
+    exp: Experiment,
+    host: str,
+    command: str,
+    timeout: float = 120,
+    stdin: bytes | None = None,
+    label: str | None = None,
 ) -> str:
-    """``command`` on ``host``; its standard output, or a RemoteError naming host and command.
+    """``command`` on ``host``; its standard output, or a RemoteError naming host and command
+    (or ``label``, for a command too long to read in a message).
 
     ``stdin`` is how secrets reach a node: never on a command line, which other users can read.
     """
+    shown = label or command
     try:
         proc = subprocess.run(
             ["ssh", "-F", str(exp.ssh_config_path), "-o", "BatchMode=yes", host, command],
@@ -25,14 +32,14 @@ def run(
         )  # fmt: skip
     except subprocess.TimeoutExpired as err:
         raise RemoteTimeout(
-            f"{host}: `{command}` did not finish in {timeout:.0f} s",
+            f"{host}: `{shown}` did not finish in {timeout:.0f} s",
             host=host, command=command, timeout_s=timeout,
         ) from err  # fmt: skip
     out = proc.stdout.decode(errors="replace")
     if proc.returncode != 0:
         err_text = proc.stderr.decode(errors="replace")
         raise RemoteError(
-            f"{host}: `{command}` failed ({proc.returncode}): {(err_text or out).strip()[-600:]}",
+            f"{host}: `{shown}` failed ({proc.returncode}): {(err_text or out).strip()[-600:]}",
             host=host, command=command, returncode=proc.returncode, output=out,
         )  # fmt: skip
     return out
