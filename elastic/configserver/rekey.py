@@ -79,9 +79,15 @@ class Rekeyed:
     missing: list[str]  # users of this experiment the snapshot lacks (`ptc deploy` adds them)
 
 
-def admin_certificate(pki: Path, now: datetime.datetime | None = None) -> tuple[bytes, bytes]:
-    """A short-lived client certificate (PEM) for etcd user ``root``, signed by the experiment's
-    CA, and its key (PEM): the pair exists only in memory here."""
+def _passwords(pki: Path) -> list[Path]:
+    passwords = sorted((pki / "users").glob("*.password"))
+    if not passwords:
+        raise NotFoundError(f"{pki / 'users'}: no user passwords (deploy the experiment first)")
+    return passwords
+
+
+def _signer(pki: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey]:
+    """The experiment's CA certificate and key, or an error naming the missing file."""
     try:
         ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
         ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
@@ -92,6 +98,19 @@ def admin_certificate(pki: Path, now: datetime.datetime | None = None) -> tuple[
         ) from err
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise PtcError(f"{pki / 'ca.key'}: neither an EC nor an RSA key; cannot sign with it")
+    return ca_cert, ca_key
+
+
+def check(pki: Path) -> None:
+    """Raise, naming what is missing, unless ``pki`` holds what re-keying needs."""
+    _passwords(pki)
+    _signer(pki)
+
+
+def admin_certificate(pki: Path, now: datetime.datetime | None = None) -> tuple[bytes, bytes]:
+    """A short-lived client certificate (PEM) for etcd user ``root``, signed by the experiment's
+    CA, and its key (PEM): the pair exists only in memory here."""
+    ca_cert, ca_key = _signer(pki)
     key = ec.generate_private_key(ec.SECP256R1())
     now = now or datetime.datetime.now(datetime.UTC)
     cert = (
@@ -124,9 +143,7 @@ def admin_certificate(pki: Path, now: datetime.datetime | None = None) -> tuple[
 
 def bundle(pki: Path, now: datetime.datetime | None = None) -> bytes:
     """The tar stream the member unpacks: the CA, the admin pair and every user's password."""
-    passwords = sorted((pki / "users").glob("*.password"))
-    if not passwords:
-        raise NotFoundError(f"{pki / 'users'}: no user passwords (deploy the experiment first)")
+    passwords = _passwords(pki)
     cert, key = admin_certificate(pki, now)
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
@@ -153,11 +170,11 @@ def parse(member: str, output: str) -> Rekeyed:
     return Rekeyed(member, found["set"], found["kept"], found["missing"])
 
 
-def rekey(exp: Experiment, member: str, client_url: str, pki: Path) -> Rekeyed:
+def rekey(exp: Experiment, member: str, client_url: str, stream: bytes) -> Rekeyed:
     """Set every shared user's password on the cluster ``member`` belongs to (one member is
-    enough: the change goes through Raft like any write)."""
+    enough: the change goes through Raft like any write); ``stream`` is :func:`bundle`'s."""
     out = remote.run(
-        exp, member, command(client_url), timeout=120, stdin=bundle(pki),
+        exp, member, command(client_url), timeout=120, stdin=stream,
         label=f"etcdctl user passwd (re-keying via {client_url})",
     )  # fmt: skip
     return parse(member, out)

@@ -26,7 +26,7 @@ from elastic.configserver import remote
 from elastic.configserver.access import MemberAddress, members_of, open_experiment, pki_dir
 from elastic.configserver.cluster import ClusterStatus, cluster_status
 from elastic.configserver.errors import ConfigServerError
-from elastic.configserver.rekey import Rekeyed, bundle, rekey
+from elastic.configserver.rekey import Rekeyed, bundle, check, rekey
 from elastic.errors import PtcError, RemoteError
 from elastic.events import OnEvent, Reporter
 from elastic.testbed import experiment as experiments
@@ -85,7 +85,7 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
     # 1. Nothing changes until every member is reachable, configured and holds a sound copy,
     # and this machine holds what re-keying needs (the CA and the users' passwords).
     pki = pki_dir(exp)
-    bundle(pki)
+    check(pki)
     settings = {m.name: _member_settings(exp, m.name) for m in members}
     for m in members:
         report.status(f"copying the snapshot to {m.name}")
@@ -174,9 +174,10 @@ def _rekey_when_up(
     exp: Experiment, member: str, url: str, pki: Path, deadline: float, stamp: str
 ) -> Rekeyed:
     """Re-key as soon as the new cluster has a quorum (until then etcdctl cannot write)."""
+    stream = bundle(pki)  # one certificate for every attempt: it outlives the deadline
     while True:
         try:
-            return rekey(exp, member, url, pki)
+            return rekey(exp, member, url, stream)
         except RemoteError as err:
             if time.monotonic() >= deadline:
                 raise PtcError(
