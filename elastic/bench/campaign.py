@@ -31,6 +31,7 @@ from elastic.bench.spec import Campaign, Run
 from elastic.errors import InputError, PtcError, RemoteError
 from elastic.events import OnEvent, Reporter
 from elastic.paths import REPO_ROOT
+from elastic.slurm_time import parse_duration
 
 HPGMG_PREFIX = "/opt/ptc/hpgmg/a93ff2376fbc"
 HPCC_PREFIX = "/opt/ptc/bench/hpcc"
@@ -267,7 +268,7 @@ def make_row(
         "elapsed_s": _float(acct.get("ElapsedRaw")),
         "total_cpu_s": usage.total_cpu_s
         if usage is not None and usage.total_cpu_s is not None
-        else slurm_job.parse_duration_s(acct.get("TotalCPU", "")),
+        else parse_duration(acct.get("TotalCPU", "")),
         "max_rss_bytes": slurm_job.parse_size_bytes(
             (usage.max_rss if usage is not None else None) or acct.get("MaxRSS", "")
         ),

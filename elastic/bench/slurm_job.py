@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic.errors import RemoteError, RemoteTimeout
+from elastic.slurm_time import parse_duration
 
 TERMINAL = {
     "COMPLETED",
@@ -167,7 +168,7 @@ def sacct_steps(remote: Remote, job_ids: Iterable[str]) -> dict[str, StepUsage]:
         settled = any(step == "batch" for step, *_ in items) and all(
             state in TERMINAL for _, state, _, _ in items
         )
-        cpu = [parse_duration_s(t) for _, _, t, _ in items]
+        cpu = [parse_duration(t) for _, _, t, _ in items]
         rss = [(parse_size_bytes(r), r) for _, _, _, r in items]
         known = [(v, r) for v, r in rss if v is not None]
         usage[job] = StepUsage(
@@ -189,22 +190,6 @@ def parse_size_bytes(text: str) -> float | None:
         return float(text[:-1]) * scale if scale else float(text)
     except ValueError:
         return None
-
-
-def parse_duration_s(text: str) -> float | None:
-    """sacct durations ``[D-]HH:MM:SS[.mmm]`` or ``MM:SS.mmm`` in seconds; None when empty."""
-    text = text.strip()
-    if not text:
-        return None
-    days = 0.0
-    if "-" in text:
-        d, text = text.split("-", 1)
-        days = float(d)
-    parts = [float(p) for p in text.split(":")]
-    seconds = 0.0
-    for p in parts:
-        seconds = seconds * 60 + p
-    return days * 86400 + seconds
 
 
 def wait(

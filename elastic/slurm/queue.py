@@ -8,31 +8,13 @@ rules can say ``queue=high:10`` or ``user=alice:5``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from elastic.errors import PtcError
 from elastic.policies import JobInfo, Policy, PreemptionVector, Snapshot
 from elastic.slurm.commands import SQUEUE_FIELDS, Slurm
-
-_TIME = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(?:(\d+):)?(\d+)$")
-
-
-def parse_duration(text: str) -> float | None:
-    """Slurm's ``[days-][hours:]minutes:seconds`` in seconds; None for UNLIMITED and the like."""
-    value = text.strip()
-    if value.upper() in {"UNLIMITED", "NOT_SET", "INVALID", "N/A", ""}:
-        return None
-    m = _TIME.match(value)
-    if not m:
-        raise PtcError(f"squeue: time {text!r} is not [days-][hours:]minutes:seconds")
-    days, a, b, secs = m.groups()
-    parts = [int(p) for p in (a, b) if p is not None]
-    hours, minutes = (parts[0], parts[1]) if len(parts) == 2 else (0, parts[0] if parts else 0)
-    if "-" in value and len(parts) == 1:  # "1-02:03" is days-hours:minutes
-        hours, minutes, secs = parts[0], int(secs), "0"
-    return float(int(days or 0) * 86400 + hours * 3600 + minutes * 60 + int(secs))
+from elastic.slurm_time import parse_duration
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from slurm_env import NODES, T0, World
 from elastic.errors import InputError, PtcError
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
 from elastic.slurm.commands import Slurm
-from elastic.slurm.queue import parse_duration, parse_squeue
+from elastic.slurm.queue import parse_squeue
 from elastic.slurm.service import SlurmClientSettings, create_app
+from elastic.slurm_time import parse_duration
 
 
 @pytest.mark.parametrize(
