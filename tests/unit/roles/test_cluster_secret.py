@@ -1,0 +1,101 @@
+"""The cluster_secret role (the munge key, the JWT key and the accounting database password):
+generated once on its holder, read back for the caller, restored from a value kept elsewhere,
+recorded by name on the holder; a second run changes nothing. Run on this machine with
+ansible-playbook (the holder is localhost; the files live in a temporary directory)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from elastic.paths import REPO_ROOT
+
+
+def run_role(tmp_path: Path, **params: object) -> dict[str, Any]:
+    play = {
+        "name": "Secret",
+        "hosts": "holder",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "Secret",
+                "ansible.builtin.include_role": {"name": "cluster_secret"},
+                "vars": params,
+            },
+            {
+                "name": "Show",
+                "ansible.builtin.debug": {
+                    "msg": {
+                        "content": "{{ cluster_secret_slurp['content'] | b64decode }}",
+                        "files": "{{ cluster_secret_files }}",
+                    }
+                },
+            },
+        ],
+    }
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([play], sort_keys=False))
+    inventory = {
+        "all": {
+            "hosts": {"holder": {"ansible_connection": "local"}},
+            "vars": {"ansible_python_interpreter": sys.executable},
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = dict(
+        os.environ,
+        ANSIBLE_ROLES_PATH=str(REPO_ROOT / "roles"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+    )
+    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
+    run = subprocess.run(
+        [*args, "play.yml"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    tasks = out["plays"][-1]["tasks"]
+    return {
+        "shown": tasks[-1]["hosts"]["holder"]["msg"],
+        "changed": out["stats"]["holder"]["changed"],
+    }
+
+
+def test_generated_once_read_back_and_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "secrets" / "jwt.key"
+    first = run_role(tmp_path, cluster_secret_holder="holder", cluster_secret_path=str(path))
+    content = path.read_text()
+    assert len(base64.b64decode(content)) == 48
+    assert first["shown"] == {"content": content, "files": {"jwt.key": str(path)}}
+    assert first["changed"] > 0
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    again = run_role(tmp_path, cluster_secret_holder="holder", cluster_secret_path=str(path))
+    assert again["changed"] == 0 and path.read_text() == content
+
+
+def test_alphanumeric_and_named(tmp_path: Path) -> None:
+    path = tmp_path / "secrets" / "password"
+    shown = run_role(
+        tmp_path,
+        cluster_secret_holder="holder",
+        cluster_secret_path=str(path),
+        cluster_secret_random_bytes=96,
+        cluster_secret_alphanumeric=40,
+        cluster_secret_name="db",
+    )["shown"]
+    assert len(shown["content"]) == 40 and shown["content"].isalnum()
+    assert shown["files"] == {"db": str(path)}
+
+
+def test_a_value_kept_elsewhere_is_restored(tmp_path: Path) -> None:
+    path = tmp_path / "secrets" / "munge.key"
+    params = {"cluster_secret_holder": "holder", "cluster_secret_path": str(path)}
+    run_role(tmp_path, **params)
+    shown = run_role(tmp_path, **params, cluster_secret_value="a2VwdA==")["shown"]
+    assert path.read_text() == "a2VwdA==" and shown["content"] == "a2VwdA=="
