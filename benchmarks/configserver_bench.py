@@ -48,8 +48,8 @@ from etcd_env import EtcdServer, apply_auth, free_port, make_pki, start_cluster,
 
 from elastic.configserver.client import EtcdClient
 from elastic.configserver.errors import ConfigServerError
-from elastic.configserver.store import EtcdStore
 from elastic.manager.errors import RevisionConflict
+from elastic.manager.etcd_store import EtcdStore
 
 
 def client_for(servers: list[EtcdServer], user: str = "root", timeout: float = 2.0) -> EtcdClient:

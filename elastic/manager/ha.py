@@ -11,7 +11,7 @@ seconds); the one that holds the key is active. :class:`ElectedLeadership` is th
   froze, or that lost etcd, stops acting the moment its lease could have run out.
 - Every write the active manager makes carries the election's guard (the leader key's create
   revision is its own), so a write a deposed manager still had in flight fails inside etcd's
-  transaction (``elastic.configserver.store.NotLeader``).
+  transaction (``elastic.manager.etcd_store.NotLeader``).
 - On election, ``on_elected`` runs before the manager serves (the service applies its
   configuration: pool and partitions). Nothing else needs reloading: the state is read from
   etcd on every request and every tick, and reclamation deadlines are absolute times in it, so

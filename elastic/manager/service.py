@@ -56,7 +56,7 @@ class ServiceConfig:
     tick_interval: float = 1.0
     pool: tuple[dict[str, Any], ...] = ()
     partitions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
-    store: dict[str, Any] | None = None  # elastic.configserver.store.from_config
+    store: dict[str, Any] | None = None  # elastic.manager.etcd_store.from_config
     name: str = ""
     election: dict[str, Any] | None = None
     peers: tuple[str, ...] = ()
@@ -124,7 +124,7 @@ def open_store(config: ServiceConfig) -> Store:
     a lone manager, and tools that read the state)."""
     if config.store is None:
         return JsonFileStore(config.state)
-    from elastic.configserver.store import from_config
+    from elastic.manager.etcd_store import from_config
 
     return from_config(config.store)
 
@@ -159,7 +159,7 @@ def build_manager(config: ServiceConfig) -> Manager:
     store: Store
     if config.store is not None and config.election is not None:
         from elastic.configserver.election import LeaseElection
-        from elastic.configserver.store import DEFAULT_KEY, from_config, open_client
+        from elastic.manager.etcd_store import DEFAULT_KEY, from_config, open_client
 
         client = open_client(config.store, prefer=config.listen)
         key = str(config.election.get("key", DEFAULT_KEY.rsplit("/", 1)[0] + "/leader"))

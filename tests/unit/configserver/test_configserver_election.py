@@ -9,7 +9,7 @@ import pytest
 from etcd_env import EtcdServer
 
 from elastic.configserver.election import LeaseElection
-from elastic.configserver.store import EtcdStore, NotLeader
+from elastic.manager.etcd_store import EtcdStore, NotLeader
 
 
 def test_one_leader_then_failover_and_fencing(etcd: EtcdServer, prefix: str) -> None:

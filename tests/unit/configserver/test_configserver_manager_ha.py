@@ -16,8 +16,8 @@ import pytest
 from etcd_env import EtcdServer
 
 from elastic.configserver.election import LeaseElection
-from elastic.configserver.store import EtcdStore, NotLeader
 from elastic.manager import Manager, ManagerConfig, Principal, Tokens
+from elastic.manager.etcd_store import EtcdStore, NotLeader
 from elastic.manager.ha import ElectedLeadership, identity
 
 T0 = 1_800_000_000.0

@@ -11,8 +11,8 @@ from etcd_env import EtcdServer
 
 from elastic.configserver.client import EtcdClient, TxnResult, compare_create_revision
 from elastic.configserver.errors import Indeterminate
-from elastic.configserver.store import EtcdStore, NotLeader
 from elastic.manager.errors import RevisionConflict
+from elastic.manager.etcd_store import EtcdStore, NotLeader
 
 
 def test_read_write_compare_and_swap(etcd: EtcdServer, prefix: str) -> None:

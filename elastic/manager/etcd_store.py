@@ -1,4 +1,5 @@
-"""The elastic manager's state in etcd: the manager's ``Store`` contract on one key.
+"""The elastic manager's state in etcd: the manager's ``Store`` contract on one key (the
+configuration server's client below it, the manager's errors beside it).
 
 ``read`` returns the key's ``mod_revision`` and its JSON document; ``write`` is one transaction,
 ``if mod_revision(key) == expect [and every guard holds] then put``, so every change the
