@@ -33,7 +33,15 @@ from elastic.errors import InputError, PtcError
 from elastic.manager.auth import Principal
 from elastic.manager.core import Manager, request_key
 from elastic.manager.errors import NotActive
-from elastic.manager.model import NAME_PATTERN, JobRecord, Node, PreemptionRecord, Reclamation
+from elastic.manager.model import (
+    NAME_PATTERN,
+    JobRecord,
+    JobReport,
+    Node,
+    NodeValue,
+    PreemptionRecord,
+    Reclamation,
+)
 from elastic.service import lifespan_running
 
 log = logging.getLogger(__name__)
@@ -95,7 +103,7 @@ class ReleaseOut(BaseModel):
 
 
 class ValuesRequest(BaseModel):
-    values: dict[NodeName, Annotated[float, Field(ge=0.0, le=1.0)]]
+    values: dict[NodeName, NodeValue]
     policy: str = Field(default="", max_length=32)
     time: float | None = Field(default=None, ge=0, le=1e11, description="epoch s of the snapshot")
     jobs: list[JobRecord] = Field(default_factory=list, max_length=100_000)
@@ -110,14 +118,6 @@ class ReclaimRequest(BaseModel):
     partition: NodeName
     count: int = Field(ge=1, le=100_000)
     grace: float = Field(ge=0, le=1e9, description="grace period, seconds")
-
-
-class JobReport(BaseModel):
-    job_id: str = Field(min_length=1, max_length=64)
-    elapsed: float | None = Field(default=None, ge=0, le=1e9)
-    node_count: int | None = Field(default=None, ge=0, le=1_000_000)
-    requeued: bool
-    detail: str = Field(default="", max_length=1000)
 
 
 class JobsReport(BaseModel):
@@ -363,7 +363,7 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
     @app.post("/v1/reclamations/{reclamation}/jobs", response_model=Ok)
     def report_jobs(reclamation: Name, req: JobsReport, who: Caller, key: RequestKey) -> Ok:
         with request_key(key):
-            manager.report_jobs(who, reclamation, [j.model_dump(mode="json") for j in req.jobs])
+            manager.report_jobs(who, reclamation, req.jobs)
         return Ok()
 
     @app.get("/v1/events", summary="The append-only event log")

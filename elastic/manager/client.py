@@ -33,6 +33,7 @@ import httpx
 
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
+from elastic.manager.model import JobRecord, JobReport
 
 ACTIVE_HEADER = "X-Ptc-Active-Manager"
 DEFAULT_FAILOVER_TIMEOUT = 30.0
@@ -266,9 +267,10 @@ class ManagerClient:
         *,
         policy: str = "",
         at: float | None = None,
-        jobs: list[dict[str, Any]] | None = None,
+        jobs: Sequence[JobRecord] = (),
     ) -> dict[str, Any]:
-        body = {"values": values, "policy": policy, "time": at, "jobs": jobs or []}
+        records = [job.model_dump(mode="json") for job in jobs]
+        body = {"values": values, "policy": policy, "time": at, "jobs": records}
         result: dict[str, Any] = self._call("PUT", f"/v1/partitions/{partition}/values", json=body)
         return result
 
@@ -281,8 +283,9 @@ class ManagerClient:
         result: dict[str, Any] = self._call("GET", f"/v1/reclamations/{rec_id}")
         return result
 
-    def report_jobs(self, rec_id: str, jobs: list[dict[str, Any]]) -> None:
-        self._call("POST", f"/v1/reclamations/{rec_id}/jobs", json={"jobs": jobs})
+    def report_jobs(self, rec_id: str, jobs: Sequence[JobReport]) -> None:
+        reports = [job.model_dump(mode="json") for job in jobs]
+        self._call("POST", f"/v1/reclamations/{rec_id}/jobs", json={"jobs": reports})
 
     def events(self, since: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._call(

@@ -13,13 +13,13 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from elastic.events import OnEvent, Reporter
 from elastic.manager.auth import Principal, Tokens
@@ -34,7 +34,9 @@ from elastic.manager.model import (
     NAME_PATTERN,
     AppliedRequest,
     JobRecord,
+    JobReport,
     Node,
+    NodeValue,
     Partition,
     PreemptionRecord,
     Reclamation,
@@ -43,7 +45,6 @@ from elastic.manager.model import (
 from elastic.manager.store import Store
 from elastic.policies import (
     DEFAULT_MAX_AGE_S,
-    JobInfo,
     PreemptionVector,
     Snapshot,
     StalePreemptionVectorError,
@@ -62,6 +63,8 @@ _NAME = re.compile(NAME_PATTERN)
 REQUEST_RETENTION_S = 900.0
 MAX_REQUESTS = 2000
 _REQUEST_KEY: ContextVar[str | None] = ContextVar("ptc_manager_request_key", default=None)
+# The API checks a request's values with the same type; a library caller gets the same rule.
+_VALUES: TypeAdapter[dict[str, float]] = TypeAdapter(dict[str, NodeValue])
 
 
 @contextlib.contextmanager
@@ -476,9 +479,12 @@ class Manager:
         taken = now if at is None else at
         if not math.isfinite(taken) or taken > now + self.config.clock_skew:
             raise FieldError("time", f"{taken} is in the future (now {now})")
-        for node, value in values.items():
-            if not 0.0 <= value <= 1.0:
-                raise FieldError("values", f"node {node}: {value} is outside [0, 1]")
+        try:
+            _VALUES.validate_python(values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            node = first["loc"][0] if first["loc"] else "?"
+            raise FieldError("values", f"node {node}: {first['msg']}") from None
 
         def change(state: State) -> tuple[PreemptionRecord, list[str]]:
             part = self._partition(state, partition, "partition")
@@ -652,9 +658,16 @@ class Manager:
             predicted_wasted_cycles=predicted_waste(rec),
         )
 
-    def report_jobs(self, caller: Principal, reclamation: str, jobs: list[dict[str, Any]]) -> None:
-        """The client's account of what it did to the jobs at the deadline (requeued or not)."""
+    def report_jobs(
+        self,
+        caller: Principal,
+        reclamation: str,
+        jobs: Iterable[JobReport | Mapping[str, Any]],
+    ) -> None:
+        """The client's account of what it did to the jobs at the deadline (requeued or not);
+        a mapping is read as a JobReport."""
         now = self.clock()
+        reports = [j if isinstance(j, JobReport) else JobReport.model_validate(j) for j in jobs]
 
         def change(state: State) -> None:
             rec = state.reclamations.get(reclamation)
@@ -662,12 +675,16 @@ class Manager:
                 raise UnknownError("reclamation", f"no reclamation {reclamation}")
             caller.require_partition(rec.partition, "report on the reclamations")
             # Idempotent: a job already reported (a retried report) is not logged again.
-            new = [job for job in jobs if str(job.get("job_id")) not in rec.killed_reported]
+            new = [job for job in reports if job.job_id not in rec.killed_reported]
             if not new:
                 return
-            rec.killed_reported.extend(str(job.get("job_id")) for job in new)
+            rec.killed_reported.extend(job.job_id for job in new)
             state.append(
-                now, "jobs-requeued", reclamation=reclamation, partition=rec.partition, jobs=new
+                now,
+                "jobs-requeued",
+                reclamation=reclamation,
+                partition=rec.partition,
+                jobs=[job.model_dump(mode="json") for job in new],
             )
 
         self._update(change, type(None))
@@ -857,13 +874,7 @@ def _snapshot(rec: Reclamation, remaining: Callable[[JobRecord], float]) -> Snap
     for job in rec.jobs:
         nodes += [n for n in job.nodes if n not in nodes]
     jobs = tuple(
-        JobInfo(
-            job_id=job.job_id,
-            nodes=tuple(job.nodes),
-            elapsed=job.elapsed + shift,
-            priority=job.priority,
-            remaining=remaining(job),
-        )
+        replace(job.info(), elapsed=job.elapsed + shift, remaining=remaining(job))
         for job in rec.jobs
     )
     return Snapshot(rec.requested_at, tuple(nodes), jobs)

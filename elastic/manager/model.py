@@ -2,25 +2,56 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from elastic.policies import JobInfo
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+
+# A node's value in a preemption vector: the one statement of its range, for the API's requests
+# and the manager's own calls alike.
+NodeValue = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class JobRecord(BaseModel):
-    """A running job as a client saw it when it computed its preemption vector."""
+    """A running job: what the Slurm client reads from ``squeue``, sends with its preemption
+    vector, and the manager keeps; the one shape from the queue to the store. ``info`` is the
+    same job for the policies."""
 
     job_id: str = Field(min_length=1, max_length=64)
-    nodes: list[str] = Field(min_length=1, max_length=10000)
+    nodes: tuple[str, ...] = Field(min_length=1, max_length=10000)
     elapsed: float = Field(ge=0, le=1e9, description="seconds the job had run at the PV's time")
     remaining: float | None = Field(
         default=None, ge=0, le=1e9, description="seconds left (time limit), if known"
     )
     priority: float = Field(default=1.0, gt=0, le=1e6)
     user: str = Field(default="", max_length=64)
-    queue: str = Field(default="", max_length=64)
+    queue: str = Field(default="", max_length=64, description="the job's QOS")
+    application: str = Field(default="", max_length=1000, description="the job's name")
+
+    def info(self) -> JobInfo:
+        return JobInfo(
+            job_id=self.job_id,
+            nodes=self.nodes,
+            elapsed=self.elapsed,
+            priority=self.priority,
+            queue=self.queue,
+            application=self.application,
+            user=self.user,
+            remaining=self.remaining,
+        )
+
+
+class JobReport(BaseModel):
+    """What the Slurm client did to a job still running at a reclamation's deadline."""
+
+    job_id: str = Field(min_length=1, max_length=64)
+    elapsed: float | None = Field(default=None, ge=0, le=1e9)
+    node_count: int | None = Field(default=None, ge=0, le=1_000_000)
+    requeued: bool
+    detail: str = Field(default="", max_length=1000)
 
 
 class PreemptionRecord(BaseModel):
@@ -29,7 +60,7 @@ class PreemptionRecord(BaseModel):
     time: float = Field(description="wall-clock time (epoch s) of the snapshot the PV describes")
     received: float = Field(description="when the manager received it")
     policy: str = ""
-    values: dict[str, float] = Field(default_factory=dict)
+    values: dict[str, NodeValue] = Field(default_factory=dict)
     jobs: list[JobRecord] = Field(default_factory=list)
 
 

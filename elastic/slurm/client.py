@@ -41,6 +41,7 @@ from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.events import OnEvent, Reporter
 from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden
+from elastic.manager.model import JobReport
 from elastic.policies import Policy
 from elastic.slurm.commands import Slurm, SlurmCommandError
 from elastic.slurm.queue import compute_pv, parse_squeue
@@ -380,20 +381,12 @@ class SlurmElasticClient:
         now = self.clock()
         held = self.held()
         vector = compute_pv(self.slurm, self.policy, self.config.slurm_partition, held, now)
-        jobs = [
-            {
-                "job_id": j.job_id,
-                "nodes": list(j.nodes),
-                "elapsed": j.elapsed,
-                "remaining": j.remaining,
-                "priority": j.priority,
-                "user": j.user,
-                "queue": j.queue,
-            }
-            for j in vector.snapshot.jobs
-        ]
         self.manager.set_values(
-            self.partition, dict(vector.pv.values), policy=vector.pv.policy, at=now, jobs=jobs
+            self.partition,
+            dict(vector.pv.values),
+            policy=vector.pv.policy,
+            at=now,
+            jobs=vector.jobs,
         )
         return dict(vector.pv.values)
 
@@ -488,16 +481,11 @@ class SlurmElasticClient:
             if not pending.nodes:
                 pending.done = True
 
-    def _requeue(self, job_id: str, elapsed: float, node_count: int) -> dict[str, Any]:
+    def _requeue(self, job_id: str, elapsed: float, node_count: int) -> JobReport:
         try:
             self.slurm.requeue(job_id)
             self.report.status(f"job {job_id} requeued")
-            return {
-                "job_id": job_id,
-                "elapsed": elapsed,
-                "node_count": node_count,
-                "requeued": True,
-            }
+            return JobReport(job_id=job_id, elapsed=elapsed, node_count=node_count, requeued=True)
         except SlurmCommandError as err:
             detail = _short(err)
         try:
@@ -506,13 +494,13 @@ class SlurmElasticClient:
         except SlurmCommandError as err:
             detail += f"; cancel failed: {_short(err)}"
         self.report.warning(f"job {job_id} could not be requeued: {detail}")
-        return {
-            "job_id": job_id,
-            "elapsed": elapsed,
-            "node_count": node_count,
-            "requeued": False,
-            "detail": detail[:1000],
-        }
+        return JobReport(
+            job_id=job_id,
+            elapsed=elapsed,
+            node_count=node_count,
+            requeued=False,
+            detail=detail[:1000],
+        )
 
     def _hand_back(self, nodes: list[str], pending: Pending, mine: set[str]) -> None:
         ours = [n for n in nodes if n in mine]

@@ -1,6 +1,7 @@
 """From ``squeue`` to a preemption vector: parse the running jobs, build a policies Snapshot.
 
-Each job becomes an ``elastic.policies.JobInfo``: its nodes (expanded with
+Each job becomes an ``elastic.manager.model.JobRecord``, the record the manager receives with
+the vector and keeps (``JobRecord.info`` is the same job for the policies): its nodes (expanded with
 ``scontrol show hostnames``), elapsed time, remaining time (the time limit's ``%L``; None when
 unlimited), user, ``queue`` = the job's QOS and ``application`` = its name, so PAP+ priority
 rules can say ``queue=high:10`` or ``user=alice:5``.
@@ -12,36 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from elastic.errors import PtcError
-from elastic.policies import JobInfo, Policy, PreemptionVector, Snapshot
+from elastic.manager.model import JobRecord
+from elastic.policies import Policy, PreemptionVector, Snapshot
 from elastic.slurm.commands import SQUEUE_FIELDS, Slurm
 from elastic.slurm_time import parse_duration
 
 
-@dataclass(frozen=True)
-class RunningJob:
-    job_id: str
-    partition: str
-    user: str
-    qos: str
-    state: str
-    elapsed: float
-    remaining: float | None
-    nodes: tuple[str, ...]
-    name: str
-
-    def info(self) -> JobInfo:
-        return JobInfo(
-            job_id=self.job_id,
-            nodes=self.nodes,
-            elapsed=self.elapsed,
-            queue=self.qos,
-            application=self.name,
-            user=self.user,
-            remaining=self.remaining,
-        )
-
-
-def parse_squeue(output: str, slurm: Slurm) -> list[RunningJob]:
+def parse_squeue(output: str, slurm: Slurm) -> list[JobRecord]:
     jobs = []
     for number, line in enumerate(output.splitlines(), 1):
         if not line.strip():
@@ -56,22 +34,20 @@ def parse_squeue(output: str, slurm: Slurm) -> list[RunningJob]:
             continue  # a job between allocation and start holds no node yet
         expanded = slurm.expand(nodes) if any(c in nodes for c in "[,") else [nodes]
         jobs.append(
-            RunningJob(
+            JobRecord(
                 job_id=row["job_id"].strip(),
-                partition=row["partition"].strip(),
-                user=row["user"].strip(),
-                qos=row["qos"].strip(),
-                state=row["state"].strip(),
+                nodes=tuple(expanded),
                 elapsed=elapsed or 0.0,
                 remaining=parse_duration(row["left"]),
-                nodes=tuple(expanded),
-                name=row["name"].strip(),
+                user=row["user"].strip(),
+                queue=row["qos"].strip(),
+                application=row["name"].strip(),
             )
         )
     return jobs
 
 
-def snapshot(jobs: Iterable[RunningJob], nodes: Iterable[str], time: float) -> Snapshot:
+def snapshot(jobs: Iterable[JobRecord], nodes: Iterable[str], time: float) -> Snapshot:
     """The partition at ``time``: ``nodes`` in name order, then any other node a job uses."""
     order = sorted(set(nodes))
     infos = []
@@ -85,6 +61,7 @@ def snapshot(jobs: Iterable[RunningJob], nodes: Iterable[str], time: float) -> S
 class Vector:
     pv: PreemptionVector
     snapshot: Snapshot
+    jobs: tuple[JobRecord, ...]  # the snapshot's jobs as the manager keeps them
 
 
 def compute_pv(
@@ -99,4 +76,4 @@ def compute_pv(
     pv = PreemptionVector(
         full.time, {n: v for n, v in full.values.items() if n in held}, full.policy
     )
-    return Vector(pv, snap)
+    return Vector(pv, snap, tuple(jobs))

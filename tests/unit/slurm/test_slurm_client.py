@@ -40,8 +40,8 @@ def test_parse_squeue_expands_hostlists_with_scontrol() -> None:
     fake = FakeSlurm()
     out = "12|elastic|bob|high|RUNNING|5:00|UNLIMITED|node-[1-2]|a|b\n13|elastic|al|normal|RUNNING|0:07|1:00|node-0|x\n"
     jobs = parse_squeue(out, Slurm(fake))
-    assert jobs[0].nodes == ("node-1", "node-2") and jobs[0].name == "a|b"
-    assert jobs[0].elapsed == 300.0 and jobs[0].remaining is None and jobs[0].qos == "high"
+    assert jobs[0].nodes == ("node-1", "node-2") and jobs[0].application == "a|b"
+    assert jobs[0].elapsed == 300.0 and jobs[0].remaining is None and jobs[0].queue == "high"
     assert jobs[1].nodes == ("node-0",) and jobs[1].remaining == 60.0
     assert ["scontrol", "show", "hostnames", "node-[1-2]"] in fake.calls
 
