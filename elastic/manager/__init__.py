@@ -10,7 +10,8 @@ append-only event log. Pieces:
   DeleteNodes, DiscoverResources, SetResourceValues, the manager's own values (0.0 free, 1.0
   held by another partition), Reclaim (admin). Each call checks everything first and then makes
   its change with one compare-and-swap on the store, so a refused request changes nothing.
-- Reclamation: the P lowest-valued nodes of the partition's latest PV, through
+- ``reclamation``: Reclamation, as functions of the state that ``core`` calls inside its writes:
+  the P lowest-valued nodes of the partition's latest PV, through
   ``elastic.policies.select_nodes`` after ``check_fresh`` (a stale or missing PV is refused,
   409). Nodes the PV does not cover count as 1.0. ``tick`` (the app's background loop, every
   second) sends NotifyDeletePending to the client's endpoint (``POST <endpoint>/v1/notify-
@@ -22,10 +23,12 @@ append-only event log. Pieces:
   forced nodes, jobs killed with elapsed and node counts, wasted cycles computed by
   ``elastic.policies.wasted_cycles`` on what happened: a job on a forced node had
   remaining >= GP, every other one finished). ``jobs-requeued`` holds the client's account.
-- ``store.Store``: ``read() -> (revision, doc)``, ``write(doc, expect=revision)``; today
-  ``JsonFileStore`` (one root-only JSON file, replaced atomically), later etcd (one key,
-  a transaction on its mod revision). Deadlines are wall-clock times, so a restarted manager
+- ``store.Store``: ``read() -> (revision, doc)``, ``write(doc, expect=revision)``;
+  ``JsonFileStore`` (one root-only JSON file, replaced atomically) and ``etcd_store.EtcdStore``
+  (one key of the configuration server, a transaction on its mod revision). Deadlines are wall-clock times, so a restarted manager
   finishes a reclamation at its deadline.
+- ``model``: the state's records; ``JobRecord`` is a running job from the Slurm client's
+  ``squeue`` to the store, the one shape on the wire.
 - ``auth.Tokens``: admin and per-partition tokens in root-only files, compared in constant
   time; never in the state, the log or the event log.
 - ``app.create_app``: the FastAPI app (OpenAPI at /openapi.json); ``service``: the YAML

@@ -15,13 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
 
 from elastic.events import OnEvent, Reporter
+from elastic.manager import reclamation as reclaiming
 from elastic.manager.auth import Principal, Tokens
 from elastic.manager.errors import (
     Conflict,
@@ -42,15 +42,10 @@ from elastic.manager.model import (
     Reclamation,
     State,
 )
+from elastic.manager.reclamation import iso
 from elastic.manager.store import Store
 from elastic.policies import (
     DEFAULT_MAX_AGE_S,
-    PreemptionVector,
-    Snapshot,
-    StalePreemptionVectorError,
-    check_fresh,
-    select_nodes,
-    wasted_cycles,
 )
 
 log = logging.getLogger(__name__)
@@ -135,10 +130,6 @@ class AddResult:
     added: list[str]
     reclamations: list[str] = field(default_factory=list)
     waiting: int = 0  # nodes that will arrive when the reclamations finish
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _check_name(value: str, field_name: str) -> None:
@@ -402,7 +393,7 @@ class Manager:
                     "count",
                 )
             reclamations = []
-            busy = self._pending_nodes(state)
+            busy = reclaiming.pending_nodes(state)
             owners = {state.nodes[n].owner for n in matching}
             holders = sorted(o for o in owners if o is not None and o != partition)
             for holder in holders:
@@ -413,8 +404,16 @@ class Manager:
                 n = min(shortfall - pending_for_me, len(eligible))
                 if n == 0:
                     continue
-                rec = self._start_reclamation(
-                    state, caller, holder, n, grace, now, beneficiary=partition, eligible=eligible
+                rec = reclaiming.start(
+                    state,
+                    caller.describe(),
+                    holder,
+                    n,
+                    grace,
+                    now,
+                    max_pv_age=self.config.max_pv_age,
+                    beneficiary=partition,
+                    eligible=eligible,
                 )
                 reclamations.append(rec.id)
                 pending_for_me += n
@@ -454,7 +453,7 @@ class Manager:
                 if name in state.partitions[partition].minimum:
                     raise Conflict(f"node {name} is in partition {partition}'s minimum", "nodes")
             for name in nodes:
-                self._release(state, name, now, forced=False)
+                reclaiming.release(state, name, now, forced=False)
             state.append(now, "nodes-deleted", partition=partition, nodes=list(nodes))
             return list(nodes)
 
@@ -524,139 +523,21 @@ class Manager:
 
         def change(state: State) -> Reclamation:
             self._partition(state, partition, "partition")
-            return self._start_reclamation(state, caller, partition, count, grace, now)
+            return reclaiming.start(
+                state,
+                caller.describe(),
+                partition,
+                count,
+                grace,
+                now,
+                max_pv_age=self.config.max_pv_age,
+            )
 
         rec = self._update(change, Reclamation)
         self.report.status(
             f"reclamation {rec.id}: {', '.join(rec.chosen)} of {partition} by {iso(rec.deadline)}"
         )
         return rec
-
-    def _pending_nodes(self, state: State) -> set[str]:
-        return {
-            n for r in state.reclamations.values() if r.state == "pending" for n in r.outstanding
-        }
-
-    def _start_reclamation(
-        self,
-        state: State,
-        caller: Principal,
-        partition: str,
-        count: int,
-        grace: float,
-        now: float,
-        *,
-        beneficiary: str | None = None,
-        eligible: set[str] | None = None,
-    ) -> Reclamation:
-        part = state.partitions[partition]
-        busy = self._pending_nodes(state)
-        owned = [n for n, node in state.nodes.items() if node.owner == partition]
-        # A reclamation takes other nodes than the partition's minimum, never those.
-        kept = set(part.minimum)
-        candidates = {
-            n
-            for n in owned
-            if n not in busy and n not in kept and (eligible is None or n in eligible)
-        }
-        if count < 1:
-            raise FieldError("count", f"must be at least 1, got {count}")
-        if count > len(candidates):
-            raise FieldError(
-                "count",
-                f"{count} is more than the {len(candidates)} nodes partition {partition} holds "
-                "outside other reclamations"
-                + (f" and its minimum ({', '.join(sorted(kept))})" if kept else ""),
-            )
-        if part.pv is None:
-            raise Conflict(f"partition {partition} has reported no preemption vector", "pv")
-        pv = part.pv
-        # The vector's own order first (its tie-break), then nodes it does not cover at 1.0:
-        # they joined after it was taken, so nothing says they are cheap to take.
-        values = {n: v for n, v in pv.values.items() if n in candidates}
-        values.update({n: 1.0 for n in sorted(candidates) if n not in values})
-        vector = PreemptionVector(pv.time, values, pv.policy)
-        try:
-            check_fresh(vector, now, self.config.max_pv_age)
-        except StalePreemptionVectorError as err:
-            raise Conflict(f"partition {partition}: stale vector refused: {err}", "pv") from err
-        chosen = select_nodes(vector, count)
-        rec_id = f"r{state.next_reclamation}"
-        state.next_reclamation += 1
-        jobs = [job for job in pv.jobs if set(job.nodes) & set(chosen)]
-        rec = Reclamation(
-            id=rec_id,
-            partition=partition,
-            beneficiary=beneficiary,
-            requested_by=caller.describe(),
-            count=count,
-            grace=grace,
-            requested_at=now,
-            deadline=now + grace,
-            policy=pv.policy,
-            pv_time=pv.time,
-            values=values,
-            chosen=chosen,
-            jobs=jobs,
-        )
-        state.reclamations[rec_id] = rec
-        state.append(
-            now,
-            "reclamation-started",
-            reclamation=rec_id,
-            partition=partition,
-            beneficiary=beneficiary,
-            requested_by=rec.requested_by,
-            policy=pv.policy,
-            grace=grace,
-            deadline=rec.deadline,
-            chosen=chosen,
-            pv={
-                "time": pv.time,
-                "policy": pv.policy,
-                "values": dict(values),
-                "jobs": [job.model_dump(mode="json") for job in pv.jobs],
-            },
-            jobs=[job.model_dump(mode="json") for job in jobs],
-            predicted_wasted_cycles=predicted_waste(rec),
-        )
-        return rec
-
-    def _release(self, state: State, name: str, now: float, *, forced: bool) -> None:
-        node = state.nodes[name]
-        for rec in state.reclamations.values():
-            if rec.state != "pending" or name not in rec.outstanding:
-                continue
-            if forced:
-                rec.forced.append(name)
-            else:
-                rec.released[name] = now
-            heir = rec.beneficiary if rec.beneficiary in state.partitions else None
-            node.owner, node.since = heir, now
-            if heir is not None:
-                state.append(now, "nodes-added", partition=heir, nodes=[name], reclamation=rec.id)
-            if not rec.outstanding:
-                self._finish(state, rec, now)
-            return
-        node.owner, node.since = None, now
-
-    def _finish(self, state: State, rec: Reclamation, now: float) -> None:
-        waste, killed = observed_waste(rec)
-        rec.state, rec.finished_at, rec.wasted_cycles = "done", now, waste
-        state.append(
-            now,
-            "reclamation-finished",
-            reclamation=rec.id,
-            partition=rec.partition,
-            policy=rec.policy,
-            grace=rec.grace,
-            chosen=rec.chosen,
-            released={n: t - rec.requested_at for n, t in rec.released.items()},
-            forced=rec.forced,
-            jobs_killed=killed,
-            wasted_cycles=waste,
-            predicted_wasted_cycles=predicted_waste(rec),
-        )
 
     def report_jobs(
         self,
@@ -714,9 +595,9 @@ class Manager:
             for rec in list(state.reclamations.values()):
                 if rec.state == "pending" and now >= rec.deadline:
                     for name in rec.outstanding:
-                        self._release(state, name, now, forced=True)
+                        reclaiming.release(state, name, now, forced=True)
                     if rec.state == "pending":  # nothing was outstanding
-                        self._finish(state, rec, now)
+                        reclaiming.finish(state, rec, now)
                     done.append(rec.id)
             return done
 
@@ -746,7 +627,7 @@ class Manager:
                     continue
                 rec.last_notified = now
                 rec.notifications += 1
-                out.append((rec.id, part.endpoint, self._payload(state, rec)))
+                out.append((rec.id, part.endpoint, reclaiming.payload(state, rec)))
             return out
 
         state = self.read()
@@ -777,28 +658,11 @@ class Manager:
 
         self._update(change)
 
-    def _payload(self, state: State, rec: Reclamation) -> dict[str, Any]:
-        return {
-            "reclamation": rec.id,
-            "partition": rec.partition,
-            "nodes": rec.outstanding,
-            "grace": rec.grace,
-            "deadline": rec.deadline,
-            "deadline_iso": iso(rec.deadline),
-            "reason": f"ptc reclamation {rec.id} deadline {iso(rec.deadline)}",
-            "beneficiary": rec.beneficiary,
-            "manager_values": {
-                n: 0.0 if node.owner is None else 1.0
-                for n, node in sorted(state.nodes.items())
-                if node.owner != rec.partition
-            },
-        }
-
     # -- views ----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         state = self.read()
         now = self.clock()
-        pending = self._pending_nodes(state)
+        pending = reclaiming.pending_nodes(state)
         nodes = []
         for name, node in sorted(state.nodes.items()):
             kind = "free" if node.owner is None else "allocated"
@@ -864,55 +728,3 @@ def _forget_old_requests(state: State, now: float) -> None:
         by_age = sorted(state.requests, key=lambda k: state.requests[k].time)
         for k in by_age[: len(state.requests) - MAX_REQUESTS + 1]:
             del state.requests[k]
-
-
-def _snapshot(rec: Reclamation, remaining: Callable[[JobRecord], float]) -> Snapshot:
-    """The partition as the reclamation saw it; elapsed times brought forward from the PV's
-    time to the reclamation's, as the simulator's snapshot is taken at the reclamation."""
-    shift = max(rec.requested_at - rec.pv_time, 0.0)
-    nodes = list(rec.values)
-    for job in rec.jobs:
-        nodes += [n for n in job.nodes if n not in nodes]
-    jobs = tuple(
-        replace(job.info(), elapsed=job.elapsed + shift, remaining=remaining(job))
-        for job in rec.jobs
-    )
-    return Snapshot(rec.requested_at, tuple(nodes), jobs)
-
-
-def observed_waste(rec: Reclamation) -> tuple[float, list[dict[str, Any]]]:
-    """Wasted cycles with the simulator's formula (elastic.policies.wasted_cycles) applied to
-    what happened: a job on a node taken at the deadline, or one the client reports it
-    requeued or killed, did not finish within the grace period (remaining >= GP); every other
-    job did (remaining < GP, no waste)."""
-    forced = set(rec.forced)
-    reported = set(rec.killed_reported)
-
-    def remaining(job: JobRecord) -> float:
-        return math.inf if forced & set(job.nodes) or job.job_id in reported else -1.0
-
-    snap = _snapshot(rec, remaining)
-    waste = wasted_cycles(snap, [n for n in rec.chosen if n in snap.nodes], rec.grace)
-    killed = []
-    for job in snap.jobs:
-        if job.job_id in waste.per_job and waste.per_job[job.job_id] > 0:
-            killed.append(
-                {
-                    "job_id": job.job_id,
-                    "elapsed": job.elapsed,
-                    "node_count": job.node_count,
-                    "nodes": list(job.nodes),
-                    "wasted_cycles": waste.per_job[job.job_id],
-                }
-            )
-    return waste.total, killed
-
-
-def predicted_waste(rec: Reclamation) -> float | None:
-    """The simulator's prediction from the PV's remaining times (Slurm time limits, an upper
-    bound); None when a job's remaining time is unknown."""
-    if any(job.remaining is None for job in rec.jobs):
-        return None
-    shift = max(rec.requested_at - rec.pv_time, 0.0)
-    snap = _snapshot(rec, lambda job: max((job.remaining or 0.0) - shift, 0.0))
-    return wasted_cycles(snap, [n for n in rec.chosen if n in snap.nodes], rec.grace).total
