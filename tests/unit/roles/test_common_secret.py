@@ -1,5 +1,5 @@
-"""The cluster_secret role (the munge key, the JWT key and the accounting database password):
-generated once on its holder, read back for the caller, restored from a value kept elsewhere,
+"""The common role's secret entry point (the munge key, the JWT key and the accounting database
+password): generated once on its holder, read back for the caller, restored from a value kept elsewhere,
 recorded by name on the holder; a second run changes nothing. Run on this machine with
 ansible-playbook (the holder is localhost; the files live in a temporary directory)."""
 
@@ -26,15 +26,15 @@ def run_role(tmp_path: Path, **params: object) -> dict[str, Any]:
         "tasks": [
             {
                 "name": "Secret",
-                "ansible.builtin.include_role": {"name": "cluster_secret"},
+                "ansible.builtin.include_role": {"name": "common", "tasks_from": "secret"},
                 "vars": params,
             },
             {
                 "name": "Show",
                 "ansible.builtin.debug": {
                     "msg": {
-                        "content": "{{ cluster_secret_slurp['content'] | b64decode }}",
-                        "files": "{{ cluster_secret_files }}",
+                        "content": "{{ common_secret_slurp['content'] | b64decode }}",
+                        "files": "{{ common_secret_files }}",
                     }
                 },
             },
@@ -69,13 +69,13 @@ def run_role(tmp_path: Path, **params: object) -> dict[str, Any]:
 
 def test_generated_once_read_back_and_recorded(tmp_path: Path) -> None:
     path = tmp_path / "secrets" / "jwt.key"
-    first = run_role(tmp_path, cluster_secret_holder="holder", cluster_secret_path=str(path))
+    first = run_role(tmp_path, common_secret_holder="holder", common_secret_path=str(path))
     content = path.read_text()
     assert len(base64.b64decode(content)) == 48
     assert first["shown"] == {"content": content, "files": {"jwt.key": str(path)}}
     assert first["changed"] > 0
     assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
-    again = run_role(tmp_path, cluster_secret_holder="holder", cluster_secret_path=str(path))
+    again = run_role(tmp_path, common_secret_holder="holder", common_secret_path=str(path))
     assert again["changed"] == 0 and path.read_text() == content
 
 
@@ -83,11 +83,11 @@ def test_alphanumeric_and_named(tmp_path: Path) -> None:
     path = tmp_path / "secrets" / "password"
     shown = run_role(
         tmp_path,
-        cluster_secret_holder="holder",
-        cluster_secret_path=str(path),
-        cluster_secret_random_bytes=96,
-        cluster_secret_alphanumeric=40,
-        cluster_secret_name="db",
+        common_secret_holder="holder",
+        common_secret_path=str(path),
+        common_secret_random_bytes=96,
+        common_secret_alphanumeric=40,
+        common_secret_name="db",
     )["shown"]
     assert len(shown["content"]) == 40 and shown["content"].isalnum()
     assert shown["files"] == {"db": str(path)}
@@ -95,7 +95,7 @@ def test_alphanumeric_and_named(tmp_path: Path) -> None:
 
 def test_a_value_kept_elsewhere_is_restored(tmp_path: Path) -> None:
     path = tmp_path / "secrets" / "munge.key"
-    params = {"cluster_secret_holder": "holder", "cluster_secret_path": str(path)}
+    params = {"common_secret_holder": "holder", "common_secret_path": str(path)}
     run_role(tmp_path, **params)
-    shown = run_role(tmp_path, **params, cluster_secret_value="a2VwdA==")["shown"]
+    shown = run_role(tmp_path, **params, common_secret_value="a2VwdA==")["shown"]
     assert path.read_text() == "a2VwdA==" and shown["content"] == "a2VwdA=="
