@@ -12,7 +12,7 @@ With ``--experiment NAME`` the same transaction and failover figures are measure
 deployed experiment's three members instead, from this machine through ptc's SSH tunnel
 (failover by SIGKILL of the leader's etcd, which systemd restarts); deploy one with
 ``configServerLatency=0`` and one with ``=25`` (the profile delays the last member's LAN
-traffic, issue 14's link emulation) to compare a member 25 ms away.
+traffic with the local testbed's link shaping) to compare a member 25 ms away.
 
 With ``--manager-failovers N`` (and ``--experiment NAME``, a local experiment deployed with
 ``-e ptc_elastic=true``), the elastic manager's failover over N kills instead: each round

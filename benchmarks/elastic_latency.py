@@ -1,4 +1,4 @@
-"""Elastic partitions, measured on a live experiment (issue 10). Prints, asserts nothing:
+"""Elastic partitions, measured on a live experiment. Prints, asserts nothing:
 
 1. Resume latency: ``sbatch`` of a job whose nodes are powered down, to the job's first line,
    for 1 and for 3 nodes; split with the client's own timings of that resume (manager =

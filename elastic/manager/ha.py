@@ -1,4 +1,4 @@
-"""Several managers, one active: leadership through an etcd lease (issue 11).
+"""Several managers, one active: leadership through an etcd lease.
 
 Every ``config_server`` node runs a manager on the same state in etcd. Each campaigns with a
 :class:`~elastic.configserver.election.LeaseElection` (a leader key attached to a lease of a few

@@ -78,7 +78,7 @@ class Partition(BaseModel):
     endpoint: str | None = None
     created: float = 0.0
     pv: PreemptionRecord | None = None
-    # The partition's minimum (issue 10): nodes it holds from the start and never gives up,
+    # The partition's minimum: nodes it holds from the start and never gives up,
     # neither to a reclamation nor by DeleteNodes (Slurm never suspends them: SuspendExcNodes).
     minimum: list[str] = Field(default_factory=list)
 

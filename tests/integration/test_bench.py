@@ -1,4 +1,4 @@
-"""HPGMG built and run for real, campaigns through job arrays, and live active learning (issue 12).
+"""HPGMG built and run for real, campaigns through job arrays, and live active learning.
 
 On the session's shared 1+2 cluster: the bench-software playbook (PETSc, HPGMG from the site
 mirror, HPCC) builds HPGMG-FV and HPGMG-FE into the share; then everything runs through Slurm:

@@ -1,4 +1,4 @@
-"""The configuration server (issue 11), live, on one experiment with three etcd members
+"""The configuration server (etcd), live, on one experiment with three etcd members
 (`profiles/slurm_cluster.py computeNodeCount=1 configServerCount=3`).
 
 Acceptance 1: `ptc deploy` gives a healthy TLS-only etcd cluster and `ptc verify` (with

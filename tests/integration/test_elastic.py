@@ -1,4 +1,4 @@
-"""Elastic partitions, live (issue 10), on one 1+4 experiment deployed with ptc_elastic=true.
+"""Elastic partitions, live, on one 1+4 experiment deployed with ptc_elastic=true.
 
 Everything is real: slurmctld runs the programs the elastic role installed, the client asks the
 manager (a systemd service on the head) for nodes, runs the resume playbook from the head, and

@@ -1,4 +1,4 @@
-"""Per-interface link shaping on the local testbed (issue 14): latency, loss and bandwidth.
+"""Per-interface link shaping on the local testbed: latency, loss and bandwidth.
 
 One experiment of `profiles/tests/shaped_lan.py`: `a` and `slow` on two LANs. What `slow`
 sends into `lan` is delayed by LATENCY_MS, loses 1 % and is capped at 20 Mbit/s; over `plain`

@@ -1,4 +1,4 @@
-"""Acceptance for a production-grade Slurm on the local testbed (issue 13).
+"""Acceptance for a production-grade Slurm on the local testbed.
 
 One 1+2 experiment for the module, deployed once with a QOS, partition limits, a Prolog and an
 Epilog set from variables (and deployed again to show nothing changes). Then, on real daemons:

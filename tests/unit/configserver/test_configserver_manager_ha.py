@@ -1,4 +1,4 @@
-"""Two elastic managers on one real etcd (issue 11): one active through the lease, the other a
+"""Two elastic managers on one real etcd: one active through the lease, the other a
 standby naming it; when the active one dies mid-reclamation the standby takes over, finishes
 the reclamation at its deadline, and the event log has every event once; the dead manager's
 late writes are fenced. Times of the reclamation come from an injected clock; the election

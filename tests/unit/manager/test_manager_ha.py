@@ -1,4 +1,4 @@
-"""Several managers, one active (issue 11), in-process: a standby answers 503 naming the active
+"""Several managers, one active, in-process: a standby answers 503 naming the active
 one and does nothing in its loop; the client, given every manager, finds the active one and
 gives up after a bounded time; a POST retried with the same Idempotency-Key (its answer lost)
 is applied once. The election itself runs on a real etcd in tests/unit/configserver."""

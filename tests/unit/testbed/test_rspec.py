@@ -256,7 +256,7 @@ def test_interface_on_two_links() -> None:
         rspec.validate(t)
 
 
-# --- per-interface link properties (issue 14) ----------------------------------------------
+# --- per-interface link properties ---------------------------------------------------------
 
 PORTAL = RECORDINGS / "genilib_portal"
 
