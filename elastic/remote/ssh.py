@@ -41,10 +41,12 @@ def argv(
     options: Mapping[str, str | int] | None = None,
     extra: Sequence[str] = (),
     program: str = "ssh",
+    batch: bool = True,
 ) -> list[str]:
     """``ssh [-F CONFIG] [-i KEY] -o BatchMode=yes -o K=V ... EXTRA HOST [COMMAND]``.
 
-    ``program="scp"`` gives the same options for scp, without host and command."""
+    ``program="scp"`` gives the same options for scp, without host and command; ``batch=False``
+    leaves BatchMode out, for a person at a terminal (``ptc ssh``)."""
     out = [program]
     if program == "scp":
         out.append("-q")
@@ -52,7 +54,9 @@ def argv(
         out += ["-F", str(config)]
     if identity is not None:
         out += ["-i", str(identity)]
-    for key, value in {"BatchMode": "yes", **(options or {})}.items():
+    settings: dict[str, str | int] = {"BatchMode": "yes"} if batch else {}
+    settings.update(options or {})
+    for key, value in settings.items():
         out += ["-o", f"{key}={value}"]
     out += extra
     if program == "ssh":
