@@ -127,7 +127,10 @@ def classify(err: BaseException, timeout: float, connect_timeout: float) -> tupl
     if isinstance(err, CommandTimedOut):
         return TIMEOUT, f"did not finish in {timeout:g} s"
     if isinstance(err, NoValidConnectionsError):
-        return UNREACHABLE, _first_line(err)
+        why = {type(e).__name__ for e in err.errors.values()}
+        where = ", ".join(f"{a[0]}:{a[1]}" for a in err.errors)
+        refused = why == {"ConnectionRefusedError"}
+        return UNREACHABLE, f"{'connection refused' if refused else 'no connection'} ({where})"
     if isinstance(err, (TimeoutError, socket.timeout)):
         return TIMEOUT, f"no answer within {connect_timeout:g} s"
     if isinstance(err, paramiko.BadHostKeyException):

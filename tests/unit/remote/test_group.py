@@ -73,7 +73,10 @@ def test_each_exception_maps_to_its_kind() -> None:
     timed_out = CommandTimedOut(Result(command="sleep 9", exited=-1), timeout=5)
     assert group.classify(timed_out, 5, 2) == (group.TIMEOUT, "did not finish in 5 s")
     refused = NoValidConnectionsError({("127.0.0.1", 22): ConnectionRefusedError(111, "x")})
-    assert kind(refused) == group.UNREACHABLE
+    assert group.classify(refused, 5, 2) == (
+        group.UNREACHABLE,
+        "connection refused (127.0.0.1:22)",
+    )
     assert kind(TimeoutError()) == group.TIMEOUT
     assert kind(paramiko.AuthenticationException("no")) == group.AUTH
     assert kind(paramiko.SSHException("Error reading SSH protocol banner")) == group.TIMEOUT
