@@ -336,17 +336,15 @@ def test_faults_lose_no_acknowledged_write(cluster: Path) -> None:
     from support.faults import check, final_state, load, unavailability
 
     from elastic.configserver.access import open_experiment
+    from elastic.remote.ssh import copy_to
 
     creds = "/tmp/cfg-faults"
     pki = cluster / "inventory" / "pki" / "etcd"
     ssh(cluster, "node-0", f"rm -rf {creds} && mkdir -m 700 {creds}")
     files = [pki / "ca.crt", *(pki / "clients" / f"root.{e}" for e in ("crt", "key"))]
     files.append(pki / "users" / "root.password")
-    subprocess.run(
-        ["scp", "-q", "-F", str(cluster / "inventory" / "ssh_config"), *map(str, files),
-         f"node-0:{creds}/"],
-        check=True, timeout=60,
-    )  # fmt: skip
+    for file in files:
+        copy_to(cluster / "inventory" / "ssh_config", "node-0", file, f"{creds}/", timeout=60)
     endpoints = " ".join(f"https://{m}:2379" for m in MEMBERS)
     ssh(cluster, "node-0", f"printf '%s\\n' {endpoints} > {creds}/endpoints")
     workload = ssh_background(
