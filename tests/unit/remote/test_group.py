@@ -175,3 +175,29 @@ def test_summary_names_the_failed_hosts() -> None:
     summary = group.Summary(results)
     assert [r.host for r in summary.failed] == ["b", "c"]
     assert summary.describe() == "2 of 3 hosts failed: b (exit 3), c (did not finish in 5 s)"
+
+
+def test_the_watchdog_ends_a_host_that_blocks_past_every_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever fabric waits on that its own timeouts miss, the deadline closes it."""
+
+    class Stuck:
+        """A connection whose opening blocks until it is closed."""
+
+        def __init__(self) -> None:
+            self.closed = threading.Event()
+            self.client = paramiko.SSHClient()
+
+        def open(self) -> None:
+            assert self.closed.wait(60), "never closed"
+            raise EOFError("closed under us")
+
+        def close(self) -> None:
+            self.closed.set()
+
+    monkeypatch.setattr(group, "connect", lambda host, options: Stuck())
+    options = Options(Path("unused"), timeout=0.1, connect_timeout=0.1)
+    [result] = group.run(["box"], "true", options)
+    assert result.failure == group.TIMEOUT
+    assert result.message == "`true` did not end in 0.1 s"
