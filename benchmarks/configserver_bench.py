@@ -17,7 +17,7 @@ traffic with the local testbed's link shaping) to compare a member 25 ms away.
 With ``--manager-failovers N`` (and ``--experiment NAME``, a local experiment deployed with
 ``-e ptc_elastic=true``), the elastic manager's failover over N kills instead: each round
 freezes the node of the active manager (``podman pause``: to the network and the other members
-a dead node, no answer and no reset) while ``elastic/manager/probe.py`` on node-0, given every
+a dead node, no answer and no reset) while ``tests/support/probe.py`` on node-0, given every
 manager, asks for the status every 0.1 s; the figure is the time from the freeze to the first
 request served after it, by another manager (the containers share this machine's clock;
 the freeze counts from when ``podman pause`` returns, its own duration is printed). The
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "configserver"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support.*
 
 from etcd_env import EtcdServer, apply_auth, free_port, make_pki, start_cluster, start_etcd
 
@@ -248,13 +249,14 @@ def experiment_figures(name: str, writes: int, kills: int, client_timeout: float
         )
 
 
-PROBE = "/local/repository/elastic/manager/probe.py"
+PROBE = "/local/repository/tests/support/probe.py"
 
 
 def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None:
+    from support.probe import failover
+
     from elastic.configserver.access import open_experiment
     from elastic.configserver.cluster import cluster_status
-    from elastic.manager.probe import failover
     from elastic.manager.remote import find_manager, inventory_groups, ssh_run
     from elastic.testbed import experiment as experiments
     from elastic.testbed.backends.local.backend import container_name

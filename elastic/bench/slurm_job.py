@@ -9,13 +9,13 @@ runs against the local testbed and CloudLab. A failed command raises
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from elastic.errors import RemoteError, RemoteTimeout
+from elastic.remote import ssh
 from elastic.slurm_time import parse_duration
 
 TERMINAL = {
@@ -55,30 +55,11 @@ class Remote:
     host: str
 
     def run(self, command: str, stdin: str | None = None, timeout: float = 300) -> str:
-        try:
-            proc = subprocess.run(
-                ["ssh", "-F", str(self.ssh_config), self.host, command],
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as err:
-            raise RemoteTimeout(
-                f"{self.host}: `{command}` did not finish in {timeout:.0f}s",
-                host=self.host,
-                command=command,
-                timeout_s=timeout,
-            ) from err
-        if proc.returncode != 0:
-            raise RemoteError(
-                f"{self.host}: `{command}` failed ({proc.returncode}): {proc.stderr.strip()}",
-                host=self.host,
-                command=command,
-                returncode=proc.returncode,
-                output=proc.stdout + proc.stderr,
-            )
-        return proc.stdout
+        return ssh.run(self.ssh_config, self.host, command, stdin=stdin, timeout=timeout)
+
+    def run_bytes(self, command: str, data: bytes, timeout: float = 600) -> bytes:
+        """``command`` with ``data`` on stdin; its stdout as bytes (a tar stream)."""
+        return ssh.run_bytes(self.ssh_config, self.host, command, data, timeout=timeout)
 
 
 @dataclass(frozen=True)

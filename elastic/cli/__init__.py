@@ -20,11 +20,23 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so `ptc --help` lists everything while each module stays independent.
-    from elastic.cli import bench, cluster, demo, elastic, experiment, image, learn, profile, sim
+    from elastic.cli import (
+        bench,
+        cluster,
+        demo,
+        elastic,
+        experiment,
+        image,
+        learn,
+        profile,
+        remote,
+        sim,
+    )
     from elastic.cli import config as config_cli
 
     experiment.register(app)
     cluster.register(app)
+    remote.register(app)
     app.add_typer(image.app, name="image", help="The local testbed's node image.")
     app.add_typer(profile.app, name="profile", help="Render and check geni-lib profiles.")
     app.add_typer(sim.app, name="sim", help="Simulate preemption policies on job traces.")

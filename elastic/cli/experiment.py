@@ -23,6 +23,7 @@ from elastic.cli.options import (
     parse_params,
 )
 from elastic.errors import InputError
+from elastic.remote import ssh as remote_ssh
 from elastic.testbed import backends, lifecycle, rspec
 from elastic.testbed import experiment as experiments
 from elastic.testbed.inventory import load_groups_file
@@ -168,8 +169,8 @@ def ssh(
     """SSH to a node of an experiment, as Ansible does."""
     exp = experiments.load(name)
     rspec.parse_manifest(exp.manifest()).node(node)  # names the known nodes if this one is not
-    args = ["ssh", "-F", str(exp.ssh_config_path), node, *(command or [])]
-    os.execvp("ssh", args)
+    args = [*remote_ssh.argv(node, config=exp.ssh_config_path, batch=False), *(command or [])]
+    os.execvp(args[0], args)
 
 
 def inventory(

@@ -10,9 +10,6 @@ certificate under the member's own name. On a node, see :mod:`elastic.configserv
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +18,7 @@ from typing import Any
 
 from elastic.configserver.client import Credentials, Endpoint, EtcdClient
 from elastic.errors import NotFoundError, PtcError
+from elastic.remote import ssh
 from elastic.testbed import experiment as experiments
 from elastic.testbed.experiment import Experiment
 
@@ -91,53 +89,18 @@ def ssh_hosts(exp: Experiment) -> list[str]:
     return members + [h for h in (inv.get("hosts", {}) or {}) if h not in members]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Tunnel:
+class Tunnel(ssh.Tunnel):
     """``ssh -N -L`` through one node, forwarding a local port to each member's client port."""
 
     def __init__(self, ssh_config: Path, via: str, members: Sequence[MemberAddress]) -> None:
-        self.via = via
-        self.ports = {m.name: _free_port() for m in members}
-        forwards: list[str] = []
-        for m in members:
-            forwards += ["-L", f"127.0.0.1:{self.ports[m.name]}:{m.address}:{m.port}"]
-        self.proc = subprocess.Popen(
-            ["ssh", "-F", str(ssh_config), "-N", "-o", "BatchMode=yes",
-             "-o", "ExitOnForwardFailure=yes", "-o", "ConnectTimeout=10",
-             "-o", "ServerAliveInterval=5", *forwards, via],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+        self.ports = {m.name: ssh.free_port() for m in members}
+        forwards = [
+            ssh.Forward(f"127.0.0.1:{self.ports[m.name]}", m.address, m.port) for m in members
+        ]
+        super().__init__(ssh_config, via, forwards, connect_timeout=10, keepalive_s=5)
 
-    def wait(self, timeout: float = TUNNEL_WAIT_S) -> None:
-        deadline = time.monotonic() + timeout
-        port = next(iter(self.ports.values()))
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise PtcError(f"ssh to {self.via} ended: {err.strip() or 'no message'}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        self.close()
-        raise PtcError(f"ssh to {self.via}: the forwards were not up within {timeout:.0f} s")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+    def wait(self, timeout: float = TUNNEL_WAIT_S, poll_s: float = 0.2) -> None:
+        super().wait(timeout, poll_s)
 
 
 def credentials_for(exp: Experiment, user: str) -> Credentials:

@@ -9,7 +9,6 @@ still renders slurm.conf with the facts of every node. Progress goes to ``on_eve
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -22,8 +21,9 @@ import ansible_runner
 from elastic import atomic, paths
 from elastic.deploy.events import Failure, HostCounts, Tracker
 from elastic.deploy.target import Target
-from elastic.errors import DeployError, NotFoundError, TaskFailure
+from elastic.errors import DeployError, NotFoundError, RemoteTimeout, TaskFailure
 from elastic.events import OnEvent, Reporter
+from elastic.remote import ssh
 
 DEFAULT_PLAYBOOK = "site.yml"
 JOURNAL_LINES = 30
@@ -180,11 +180,8 @@ def journal(target: Target, host: str, unit: str, lines: int = JOURNAL_LINES) ->
     """The last journal lines of a unit on a node, over SSH as the inventory reaches it."""
     command = f"journalctl --no-pager -o short-iso -n {lines} -u {unit}"
     try:
-        proc = subprocess.run(
-            ["ssh", "-F", str(target.ssh_config), "-o", "BatchMode=yes", host, command],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
+        done = ssh.execute(target.ssh_config, host, command, timeout=30)
+    except RemoteTimeout:
         return "(journalctl over ssh timed out)"
-    text = proc.stdout.strip() or proc.stderr.strip()
+    text = done.text.strip() or done.error_text.strip()
     return text or "(journal is empty)"

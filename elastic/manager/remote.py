@@ -14,10 +14,6 @@ not written on the workstation, nor printed.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +25,7 @@ import yaml
 
 from elastic.errors import NotFoundError, PtcError, RemoteError, RemoteTimeout
 from elastic.manager.client import ManagerClient, split_urls
+from elastic.remote import ssh
 
 MANAGER_GROUP = "config_server"
 CONTROLLER_GROUP = "slurm_controller"
@@ -76,29 +73,7 @@ def ssh_run(
     timeout: float = 60.0,
     connect_timeout: int = 30,
 ) -> str:
-    argv = [
-        "ssh", "-F", str(ssh_config), "-o", "BatchMode=yes",
-        "-o", f"ConnectTimeout={connect_timeout}", node, command,
-    ]  # fmt: skip
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as err:
-        raise RemoteTimeout(
-            f"{node}: `{command}` timed out after {timeout:.0f} s",
-            host=node,
-            command=command,
-            timeout_s=timeout,
-        ) from err
-    if done.returncode != 0:
-        detail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
-        raise RemoteError(
-            f"{node}: `{command}` failed (exit {done.returncode}): {detail}",
-            host=node,
-            command=command,
-            returncode=done.returncode,
-            output=done.stderr,
-        )
-    return done.stdout
+    return ssh.run(ssh_config, node, command, timeout=timeout, connect_timeout=connect_timeout)
 
 
 def find_manager(inventory: Path, ssh_config: Path) -> ManagerSite:
@@ -129,65 +104,26 @@ def find_manager(inventory: Path, ssh_config: Path) -> ManagerSite:
     )
 
 
-class Tunnel:
-    """``ssh -N -L SOCKET:ADDRESS:PORT ... NODE``: one Unix socket per target, in a 0700
-    temporary directory, over one SSH connection."""
+class Tunnel(ssh.SocketTunnel):
+    """One Unix socket per manager, in a 0700 temporary directory, over one SSH connection;
+    up when constructed."""
 
     def __init__(
         self, ssh_config: Path, node: str, targets: Sequence[tuple[str, int]] | str, port: int = 0
     ) -> None:
         if isinstance(targets, str):  # Tunnel(ssh_config, node, address, port)
             targets = [(targets, port)]
-        self._dir = Path(tempfile.mkdtemp(prefix="ptc-elastic-"))
-        self.sockets = {
-            (address, tport): self._dir / f"manager{i}.sock"
-            for i, (address, tport) in enumerate(targets)
-        }
-        self.socket = next(iter(self.sockets.values()))
-        forwards: list[str] = []
-        for (address, tport), sock in self.sockets.items():
-            forwards += ["-L", f"{sock}:{address}:{tport}"]
-        argv = [
-            "ssh", "-F", str(ssh_config), "-N", "-o", "BatchMode=yes",
-            "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
-            "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", *forwards, node,
-        ]  # fmt: skip
-        self._proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        what = "the manager at " + ", ".join(f"{a}:{p}" for a, p in targets)
+        super().__init__(
+            ssh_config,
+            node,
+            targets,
+            connect_timeout=CONNECT_TIMEOUT,
+            what=what,
+            prefix="ptc-elastic-",
         )
-        what = ", ".join(f"{a}:{p}" for a, p in self.sockets)
-        deadline = time.monotonic() + 30
-        while not all(sock.exists() for sock in self.sockets.values()):
-            if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
-                self.close()
-                raise RemoteError(
-                    f"{node}: cannot forward to the manager at {what}: {err.strip()}",
-                    host=node,
-                    command="ssh -L",
-                    returncode=self._proc.returncode,
-                )
-            if time.monotonic() > deadline:
-                self.close()
-                raise RemoteTimeout(
-                    f"{node}: the SSH forward to {what} did not come up in 30 s",
-                    host=node,
-                    command="ssh -L",
-                    timeout_s=30.0,
-                )
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc.stderr is not None:
-            self._proc.stderr.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self.socket = next(iter(self.sockets.values()))
+        self.wait(30.0, poll_s=0.05)
 
 
 def _target(url: str) -> tuple[str, int]:

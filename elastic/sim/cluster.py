@@ -362,23 +362,7 @@ def _fetch_pieces(remote: slurm_job.Remote, run_dir: str, tasks: int) -> list[Sw
 
 def _ssh_bytes(remote: slurm_job.Remote, command: str, data: bytes, timeout: float = 600) -> bytes:
     """Run ``command`` on the remote with ``data`` on stdin; its stdout, as bytes."""
-    try:
-        proc = subprocess.run(
-            ["ssh", "-F", str(remote.ssh_config), remote.host, command],
-            input=data, capture_output=True, timeout=timeout,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as err:
-        raise RemoteTimeout(
-            f"{remote.host}: `{command[:200]}` did not finish in {timeout:.0f}s",
-            host=remote.host, command=command, timeout_s=timeout,
-        ) from err  # fmt: skip
-    if proc.returncode != 0:
-        stderr = proc.stderr.decode(errors="replace").strip()
-        raise RemoteError(
-            f"{remote.host}: `{command[:200]}` failed ({proc.returncode}): {stderr[-2000:]}",
-            host=remote.host, command=command, returncode=proc.returncode, output=stderr,
-        )  # fmt: skip
-    return proc.stdout
+    return remote.run_bytes(command, data, timeout=timeout)
 
 
 def _q(text: str) -> str:

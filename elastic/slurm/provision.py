@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.errors import DeployError, InputError, RemoteError, TaskFailure
+from elastic.remote import ssh
 
 
 @dataclass(frozen=True)
@@ -141,25 +142,18 @@ class PlaybookProvisioner:
     run: Run = subprocess_run
 
     def _ssh(self, node: str, command: str) -> list[str]:
-        return [
-            "ssh",
-            "-i",
-            str(self.ssh_key),
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            f"UserKnownHostsFile={self.known_hosts}",
-            "-o",
-            "ConnectTimeout=10",
-            "-o",
-            "LogLevel=ERROR",
+        return ssh.argv(
             f"root@{node}",
             command,
-        ]
+            identity=self.ssh_key,
+            options={
+                "IdentitiesOnly": "yes",
+                "StrictHostKeyChecking": "no",
+                "UserKnownHostsFile": str(self.known_hosts),
+                "ConnectTimeout": 10,
+                "LogLevel": "ERROR",
+            },
+        )
 
     def _on_each(self, step: str, nodes: Sequence[str], command: str) -> None:
         def one(node: str) -> tuple[str, Completed]:

@@ -8,16 +8,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from elastic.remote import ssh as seam
+
 
 def ssh(
     expdir: Path, node: str, command: str, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        ["ssh", "-F", str(expdir / "inventory" / "ssh_config"), node, command],
-        stdin=subprocess.DEVNULL,  # a non-blocking stdin (CI's) must not reach the node's tools
-        capture_output=True,
-        text=True,
-        timeout=300,
+    """``command`` on ``node`` through the library's SSH seam, with no stdin (a non-blocking
+    stdin, CI's, must not reach the node's tools)."""
+    done = seam.execute(expdir / "inventory" / "ssh_config", node, command, timeout=300)
+    proc = subprocess.CompletedProcess(
+        [node, command], done.returncode, stdout=done.text, stderr=done.error_text
     )
     if check:
         assert proc.returncode == 0, (
@@ -30,7 +31,7 @@ def ssh_background(expdir: Path, node: str, command: str) -> subprocess.Popen[st
     """``command`` on ``node`` as :func:`ssh` runs it, started and left running: its output is
     collected with ``communicate()``."""
     return subprocess.Popen(
-        ["ssh", "-F", str(expdir / "inventory" / "ssh_config"), node, command],
+        seam.argv(node, command, config=expdir / "inventory" / "ssh_config"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -60,7 +60,7 @@ ELASTIC_VARS = [
     "elastic_max_pv_age=60",
 ]
 ELASTIC = [arg for var in ELASTIC_VARS for arg in ("-e", var)]
-PROBE = "/local/repository/elastic/manager/probe.py"
+PROBE = "/local/repository/tests/support/probe.py"
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
     deadline, and the event log has every event exactly once. A frozen container is what a
     dead node looks like to the network (no answer, no reset) and can come back afterwards, as
     the etcd fault test does; thawed, the old manager must not act."""
-    from elastic.manager.probe import failover
+    from support.probe import failover
 
     urls = manager_urls(cluster)
     assert wait_for("one active manager", lambda: active_member(cluster, urls), 60)
@@ -333,25 +333,24 @@ def leader(name: str) -> str:
 def test_faults_lose_no_acknowledged_write(cluster: Path) -> None:
     """Acceptance 2: three clients on node-0, ~1000 operations, while the leader's node is
     frozen, a minority member is cut off the LAN, and a member restarts."""
+    from support.faults import check, final_state, load, unavailability
+
     from elastic.configserver.access import open_experiment
-    from elastic.configserver.faults import check, final_state, load, unavailability
+    from elastic.remote.ssh import copy_to
 
     creds = "/tmp/cfg-faults"
     pki = cluster / "inventory" / "pki" / "etcd"
     ssh(cluster, "node-0", f"rm -rf {creds} && mkdir -m 700 {creds}")
     files = [pki / "ca.crt", *(pki / "clients" / f"root.{e}" for e in ("crt", "key"))]
     files.append(pki / "users" / "root.password")
-    subprocess.run(
-        ["scp", "-q", "-F", str(cluster / "inventory" / "ssh_config"), *map(str, files),
-         f"node-0:{creds}/"],
-        check=True, timeout=60,
-    )  # fmt: skip
+    for file in files:
+        copy_to(cluster / "inventory" / "ssh_config", "node-0", file, f"{creds}/", timeout=60)
     endpoints = " ".join(f"https://{m}:2379" for m in MEMBERS)
     ssh(cluster, "node-0", f"printf '%s\\n' {endpoints} > {creds}/endpoints")
     workload = ssh_background(
         cluster,
         "node-0",
-        f"cd /local/repository && python3 -m elastic.configserver.faults --credentials {creds}"
+        f"cd /local/repository && PYTHONPATH=. python3 tests/support/faults.py --credentials {creds}"
         " --ops 1000 --duration 50 --think 0.1 --timeout 2",
     )
     faults: list[tuple[str, float]] = []

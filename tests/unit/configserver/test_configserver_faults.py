@@ -4,8 +4,7 @@ histories with a stale read, a lost write or a broken order do not."""
 from __future__ import annotations
 
 from etcd_env import EtcdServer
-
-from elastic.configserver.faults import Op, check, final_state, run_workload, unavailability
+from support.faults import Op, check, final_state, run_workload, unavailability
 
 
 def test_a_real_run_checks_out(etcd: EtcdServer) -> None:

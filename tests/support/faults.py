@@ -19,7 +19,8 @@ nothing written after it ended (no stale and no future reads); a read's value is
 at the revision it saw; the final register holds every acknowledged increment, with at most as
 many extra increments as there were ``info`` ones; and every acknowledged append is present.
 
-Run on a node (``python3 -m elastic.configserver.faults``) it prints the history as JSON.
+Run on a node (``PYTHONPATH=REPOSITORY python3 REPOSITORY/tests/support/faults.py``) it prints
+the history as JSON.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """How long a manager failover leaves clients without an answer, measured from a node.
 
 Run on any node of the experiment with the system Python (standard library only; run it as a
-file, ``python3 /local/repository/elastic/manager/probe.py``, since the package needs the
-services' virtualenv)::
+file, ``python3 REPOSITORY/tests/support/probe.py``, with no virtualenv)::
 
     probe.py --urls http://10.10.1.201:8700,... --token-file FILE --duration 60
     probe.py --urls ... --health
