@@ -20,15 +20,26 @@ import elastic
 ROOT = Path(elastic.__file__).parent
 
 MAY_IMPORT: dict[str, set[str]] = {
-    "cli": {"bench", "configserver", "deploy", "learn", "manager", "policies", "sim", "testbed"},
-    "bench": set(),
-    "configserver": {"testbed"},
-    "deploy": {"testbed"},
+    "cli": {
+        "bench",
+        "configserver",
+        "deploy",
+        "learn",
+        "manager",
+        "policies",
+        "remote",
+        "sim",
+        "testbed",
+    },
+    "bench": {"remote"},
+    "configserver": {"remote", "testbed"},
+    "deploy": {"remote", "testbed"},
     "learn": {"bench"},
-    "manager": {"configserver", "policies"},
+    "manager": {"configserver", "policies", "remote"},
     "policies": set(),
+    "remote": set(),
     "sim": {"bench", "policies"},
-    "slurm": {"manager", "policies"},
+    "slurm": {"manager", "policies", "remote"},
     "testbed": set(),
 }
 
