@@ -82,3 +82,9 @@ class RemoteTimeout(RemoteError):
     def __init__(self, message: str, *, host: str, command: str, timeout_s: float) -> None:
         super().__init__(message, host=host, command=command, returncode=None)
         self.timeout_s = timeout_s
+
+
+class Interrupted(PtcError):
+    """The user stopped a command (Ctrl-C); the message says what was left and how to go on."""
+
+    exit_code = 130  # the shell's status of a command ended by SIGINT

@@ -184,6 +184,23 @@ def sacct_jobs(expdir: Path, job_name: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def hold_all_nodes(remote: slurm_job.Remote, release: str) -> str:
+    """Submit a job on every node of the default partition that ends once ``release`` exists;
+    return its id once it runs."""
+    partitions = remote.run("sinfo -h -o '%P %D'").split("\n")
+    nodes = next(line.split()[1] for line in partitions if line.split()[0].endswith("*"))
+    script = f"#!/bin/sh\nwhile [ ! -e {release} ]; do sleep 1; done\n"
+    job = slurm_job.submit(remote, USER, WORK, script, "--exclusive", f"--nodes={nodes}",
+                           "--time=00:10:00", "--output=/dev/null")  # fmt: skip
+    deadline = time.monotonic() + 120
+    while remote.run(f"squeue -h -j {job} -o %T").strip() != "RUNNING":
+        if time.monotonic() > deadline:
+            remote.run(f"scancel {job}")
+            pytest.fail(f"the holding job {job} never started")
+        time.sleep(1)
+    return job
+
+
 def test_campaign_arrays_failed_runs_and_reruns(cluster: Path, ptc: Runner, tmp_path: Path) -> None:
     """Two shapes -> two job arrays; size 1 is too small for HPGMG-FE and fails every time."""
     name = f"it-fe-{uuid.uuid4().hex[:6]}"
@@ -257,14 +274,34 @@ def test_interrupted_campaign_collects_its_arrays_instead_of_resubmitting(
     state = out.with_suffix(".state.json")
     argv = [sys.executable, "-m", "elastic.cli", "bench", "run", str(plan), cluster.name,
             "--out", str(out)]  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not state.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    assert state.exists(), "the campaign never recorded its submission"
-    proc.send_signal(signal.SIGINT)  # interrupted right after submitting its array
-    proc.communicate(timeout=60)
-    assert proc.returncode != 0  # it did not get to the end
+    # A job holding every node until the test releases it: the campaign's array stays pending,
+    # so the interrupt provably lands before the campaign could have finished.
+    remote = head(cluster)
+    release = f"{WORK}/release-{name}"
+    holder = hold_all_nodes(remote, release)
+    try:
+        # SIGINT as a terminal's Ctrl-C delivers it: a shell that started the test suite in the
+        # background made its children ignore SIGINT, and ptc would then never see it.
+        proc = subprocess.Popen(
+            argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not state.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert state.exists(), f"the campaign never recorded its submission (rc={proc.poll()})"
+        (array,) = [b["job_id"] for b in json.loads(state.read_text())["batches"]]
+        states = remote.run(f"squeue -h -r -j {array} -o %T").split()
+        assert states == ["PENDING"] * 4, f"array {array} is not waiting for the holder: {states}"
+        proc.send_signal(signal.SIGINT)  # interrupted while its array waits
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 130, f"rc={proc.returncode}:\n{stderr[-3000:]}"
+        said = " ".join(stderr.split())  # the console wraps long lines
+        assert f"campaign {name} interrupted" in said and array in said, stderr[-3000:]
+        assert "run the same command again to collect them" in said
+    finally:
+        remote.run(slurm_job.as_user(USER, f"touch {release}"))
+    slurm_job.wait(remote, holder, timeout=120)
 
     again = ptc("bench", "run", str(plan), cluster.name, "--out", str(out))
     assert again.returncode == 0, again.stderr[-3000:]
