@@ -37,11 +37,12 @@ from elastic.testbed import experiment as experiments
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-MIRROR = Path(
-    os.environ.get(
-        "PTC_HPGMG_ARCHIVE", str(REPO.parent / "shared" / "mirrors" / "hpgmg-a93ff23.tar.gz")
-    )
-)
+# The HPGMG source the role builds from (its hpgmg_source_archive): the archive PTC_HPGMG_ARCHIVE
+# names, which the run then expects; else the mirror in a data directory beside the checkout.
+# Without either the tests skip: the role's default, upstream's repository, is on the internet,
+# which the local testbed does not reach.
+EXPECTED_MIRROR = os.environ.get("PTC_HPGMG_ARCHIVE", "")
+MIRROR = Path(EXPECTED_MIRROR or REPO.parent / "shared" / "mirrors" / "hpgmg-a93ff23.tar.gz")
 PREFIX = "/opt/ptc/hpgmg/a93ff2376fbc"
 USER = "ptc"
 WORK = f"/home/{USER}/ptc-tests/bench"
@@ -53,9 +54,12 @@ Runner = Callable[..., subprocess.CompletedProcess[str]]
 def cluster(shared_cluster: Path, ptc: Runner) -> Iterator[Path]:
     """The shared cluster with the benchmark software built into its share."""
     if not MIRROR.is_file():
-        if os.environ.get("CI"):
-            pytest.fail(f"the HPGMG mirror {MIRROR} is missing (set PTC_HPGMG_ARCHIVE)")
-        pytest.skip(f"the HPGMG mirror {MIRROR} is missing (set PTC_HPGMG_ARCHIVE)")
+        if EXPECTED_MIRROR:
+            pytest.fail(f"PTC_HPGMG_ARCHIVE is {MIRROR}, which does not exist")
+        pytest.skip(
+            f"no HPGMG source: {MIRROR} is not here; set PTC_HPGMG_ARCHIVE to a .tar.gz of HPGMG "
+            "a93ff23 (the hpgmg role fetches upstream's repository, which the testbed cannot reach)"
+        )
     started = time.monotonic()
     proc = ptc(
         "deploy", shared_cluster.name,
