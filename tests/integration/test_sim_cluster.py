@@ -39,10 +39,15 @@ def _sorted_bytes(path: Path) -> bytes:
     return sink.getvalue()
 
 
+@pytest.fixture(scope="module")
+def trace() -> Path:
+    """The KTH-SP2 log, or a skip before any cluster is made for nothing."""
+    return trace_file("kth-sp2")
+
+
 def test_sweep_on_the_cluster_equals_a_local_run(
-    shared_cluster: Path, ptc: Runner, tmp_path: Path
+    trace: Path, shared_cluster: Path, ptc: Runner, tmp_path: Path
 ) -> None:
-    trace = trace_file("kth-sp2")
     local = ptc("sim", "run", str(trace), "--out", str(tmp_path / "local"), *ARGS)
     assert local.returncode == 0, local.stderr
     remote = ptc(
