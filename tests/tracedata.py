@@ -25,3 +25,13 @@ def trace_file(name: str) -> Path:
         return public.locate(name, SHIPPED, BESIDE)
     except public.TraceMissing as missing:
         pytest.skip(str(missing))
+
+
+def missing(name: str) -> str:
+    """Why the trace ``name`` is not here ("" when it is), for a module-level skip mark: a
+    fixture's skip would come after session fixtures, such as a shared cluster, were made."""
+    try:
+        public.locate(name, SHIPPED, BESIDE)
+    except public.TraceMissing as why:
+        return str(why)
+    return ""
