@@ -43,10 +43,11 @@ from elastic.atomic import write_bytes, write_text
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
 from elastic.sim.schedule import Schedule, simulate
+from elastic.sim.traces import public
 from elastic.sim.traces.condor import load_condor_submit
 from elastic.testbed import experiment as experiments
 
-TRACE = Path(__file__).resolve().parents[2] / "shared/data/traces/htc-condor-1120.submit"
+TRACES = Path(__file__).resolve().parents[2] / "shared/data/traces"  # else ptc sim fetch's cache
 MARKS = "/home/ptc/elastic-bench"
 NODES = ("node-0", "node-1", "node-2", "node-3")
 RESUME_PARTS = (
@@ -247,7 +248,7 @@ def _sacct_runs(exp: Exp, job_ids: list[str]) -> list[dict[str, Any]]:
 def live_vs_sim(
     exp: Exp, at: tuple[float, ...], count: int, grace: float, jobs: int
 ) -> dict[str, Any]:
-    trace = load_condor_submit(TRACE)
+    trace = load_condor_submit(public.locate("htc-condor", TRACES))
     runtimes = np.maximum(np.round(np.asarray(trace.runtime[:jobs], dtype=float) / 60.0), 1.0)
     print(
         f"\nlive against simulated: {jobs} HTC jobs, runtimes / 60 (sum {runtimes.sum():.0f} s), "

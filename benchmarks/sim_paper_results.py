@@ -27,13 +27,11 @@ import numpy as np
 
 from elastic.sim.schedule import simulate
 from elastic.sim.sweep import SweepConfig, SweepResult, run_sweep
-from elastic.sim.traces import Trace
+from elastic.sim.traces import Trace, public
 from elastic.sim.workload import WorkloadSpec, prepare
 
+# A data directory beside the checkout, if there is one; else ptc's trace cache (ptc sim fetch).
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces"
-HTC = TRACES / "htc-condor-1120.submit"
-KTH = TRACES / "KTH-SP2-1996-2.swf"
-EAGLE = TRACES / "nrel-eagle-sample-1000.csv"
 EAGLE_RULE = ("queue=partition00[479]:10",)
 REPORTED_GPS = (60.0, 120.0, 1200.0, 1800.0, 3600.0)
 
@@ -129,18 +127,19 @@ def one_percent_user(path: Path, nodes: int) -> str:
 
 
 def main() -> int:
-    user = one_percent_user(KTH, 20)
+    htc, kth, eagle = (public.locate(n, TRACES) for n in ("htc-condor", "kth-sp2", "nrel-eagle"))
+    user = one_percent_user(kth, 20)
     print(f"KTH-SP2 high-priority user class: user {user}")
     for nodes, preempt in ((20, 10), (200, 100)):
         scenarios = [
             (
-                Scenario("HTC x10", WorkloadSpec(HTC, nodes, high_fraction=0.01), nodes, preempt),
+                Scenario("HTC x10", WorkloadSpec(htc, nodes, high_fraction=0.01), nodes, preempt),
                 False,
             ),
             (
                 Scenario(
                     f"KTH-SP2, user {user} high",
-                    WorkloadSpec(KTH, nodes, priority_rules=(f"user={user}:10",)),
+                    WorkloadSpec(kth, nodes, priority_rules=(f"user={user}:10",)),
                     nodes,
                     preempt,
                 ),
@@ -149,7 +148,7 @@ def main() -> int:
             (
                 Scenario(
                     "KTH-SP2, random 1% high",
-                    WorkloadSpec(KTH, nodes, high_fraction=0.01),
+                    WorkloadSpec(kth, nodes, high_fraction=0.01),
                     nodes,
                     preempt,
                 ),
@@ -158,7 +157,7 @@ def main() -> int:
             (
                 Scenario(
                     "NREL Eagle sample",
-                    WorkloadSpec(EAGLE, nodes, priority_rules=EAGLE_RULE),
+                    WorkloadSpec(eagle, nodes, priority_rules=EAGLE_RULE),
                     nodes,
                     preempt,
                 ),

@@ -39,12 +39,12 @@ from numpy.typing import NDArray
 
 from elastic.sim.schedule import simulate
 from elastic.sim.sweep import SweepConfig, run_sweep
-from elastic.sim.traces import load_trace
+from elastic.sim.traces import load_trace, public
 from elastic.sim.workload import WorkloadSpec, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
-KTH = ROOT.parent / "shared" / "data" / "traces" / "KTH-SP2-1996-2.swf"
+TRACES = ROOT.parent / "shared" / "data" / "traces"  # else the cache (ptc sim fetch)
 
 
 def plain_easy(
@@ -128,7 +128,7 @@ class Workload:
 
 
 def workloads() -> list[Workload]:
-    kth = load_trace(KTH)
+    kth = load_trace(public.locate("kth-sp2", TRACES))
     requested = np.where(np.isnan(kth.requested), kth.runtime, kth.requested)
     submit = kth.submit - kth.submit.min()
     out = [Workload("KTH-SP2", submit, kth.runtime, requested, kth.nodes, 100)]
@@ -175,7 +175,7 @@ def compare(w: Workload, mode: str, repeat: int, plain: bool) -> None:
 
 
 def sweep_time(repeat: int) -> None:
-    workload, _ = prepare(WorkloadSpec(KTH, max_nodes=20))
+    workload, _ = prepare(WorkloadSpec(public.locate("kth-sp2", TRACES), max_nodes=20))
     config = SweepConfig(preempt=10, interval=30.0)
     zeros = np.zeros(len(workload))
     best_wall = best_cpu = best_sched = float("inf")

@@ -20,7 +20,7 @@ import numpy as np
 from elastic.sim.results import write_samples
 from elastic.sim.schedule import simulate
 from elastic.sim.sweep import SweepConfig, SweepResult, run_sweep
-from elastic.sim.traces import Trace, first_jobs, load_trace
+from elastic.sim.traces import Trace, first_jobs, load_trace, public
 from elastic.sim.workload import WorkloadSpec, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,14 +75,14 @@ def report(label: str, trace: Trace) -> None:
 
 
 def main() -> int:
-    htc, _ = prepare(WorkloadSpec(TRACES / "htc-condor-1120.submit", max_nodes=N, seed=0))
-    kth, _ = prepare(WorkloadSpec(TRACES / "KTH-SP2-1996-2.swf", max_nodes=N))
+    htc, _ = prepare(WorkloadSpec(public.locate("htc-condor", TRACES), max_nodes=N, seed=0))
+    kth, _ = prepare(WorkloadSpec(public.locate("kth-sp2", TRACES), max_nodes=N))
     print(f"full sweep: 5 policies x 10 GPs, N={N}, P={P}, T={T:g} s, batch arrival\n")
     report("HTC x10", htc)
     report("KTH-SP2 <=20 nodes, first 7,000 jobs", first_jobs(kth, 7000))
     report("KTH-SP2 <=20 nodes, all", kth)
 
-    full = load_trace(TRACES / "KTH-SP2-1996-2.swf")
+    full = load_trace(public.locate("kth-sp2", TRACES))
     print(f"\nschedule only, whole KTH-SP2 log ({len(full):,} jobs, N=100, the SP2's size):")
     for mode in ("batch", "submit"):
         base_s = 0.0

@@ -3,13 +3,15 @@
 Every message names the field, line, node, host or parameter at fault. Callers that are not the
 CLI (a Slurm hook, a service) can catch a kind and act on its fields instead of parsing text.
 
-Exit statuses: 2 bad input, 3 testbed, 4 deploy, 5 remote command, 6 remote timeout, 1 other.
+Exit statuses: 2 bad input, 3 testbed, 4 deploy, 5 remote command, 6 remote timeout,
+7 download, 130 interrupted, 1 other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 
 class PtcError(Exception):
@@ -82,3 +84,20 @@ class RemoteTimeout(RemoteError):
     def __init__(self, message: str, *, host: str, command: str, timeout_s: float) -> None:
         super().__init__(message, host=host, command=command, returncode=None)
         self.timeout_s = timeout_s
+
+
+class Interrupted(PtcError):
+    """The user stopped a command (Ctrl-C); the message says what was left and how to go on."""
+
+    exit_code = 130  # the shell's status of a command ended by SIGINT
+
+
+class FetchError(PtcError):
+    """A download failed (no network, a server's error) or its checksum is not the pinned one."""
+
+    exit_code = 7
+
+    def __init__(self, message: str, *, url: str, path: Path) -> None:
+        super().__init__(message)
+        self.url = url
+        self.path = path  # where the file would have gone

@@ -28,7 +28,7 @@ import pandas as pd
 from elastic import atomic
 from elastic.bench import dataset, hpcc, hpgmg, slurm_job
 from elastic.bench.spec import Campaign, Run
-from elastic.errors import InputError, PtcError, RemoteError
+from elastic.errors import InputError, Interrupted, PtcError, RemoteError
 from elastic.events import OnEvent, Reporter
 from elastic.paths import REPO_ROOT
 from elastic.slurm_time import parse_duration
@@ -433,32 +433,46 @@ def run(
         campaign=campaign.name,
     )
     batches = list(pending)
-    if to_submit:
-        remote.run(slurm_job.as_user(campaign.user, f"mkdir -p {shlex.quote(_base(campaign))}"))
-    if campaign.arrays:
-        for group in group_by_shape(to_submit):
-            batch = _submit(remote, campaign, group, array=True)
-            batches.append(batch)
-            _save_batches(out, [*earlier, *[b for b in batches if b not in earlier]])
-            report.status(
-                f"submitted job array {batch.job_id}: {len(group)} runs of shape "
-                f"{group[0].nodes}N x {group[0].ranks_per_node} ranks x {group[0].threads} thr",
-                job_id=batch.job_id,
-            )
-        result.jobs = [b.job_id for b in batches]
-        _collect(remote, campaign, target, batches, by_id, out, attempts, provenance,
-                 result, report, poll_s, timeout_s)  # fmt: skip
-    else:
-        # One sbatch at a time (the baseline the arrays are measured against).
-        _collect(remote, campaign, target, pending, by_id, out, attempts, provenance,
-                 result, report, poll_s, timeout_s)  # fmt: skip
-        for one in to_submit:
-            batch = _submit(remote, campaign, [one], array=False)
-            batches.append(batch)
-            _save_batches(out, [*earlier, *[b for b in batches if b not in earlier]])
-            result.jobs.append(batch.job_id)
-            _collect(remote, campaign, target, [batch], by_id, out, attempts, provenance,
+    try:
+        if to_submit:
+            remote.run(slurm_job.as_user(campaign.user, f"mkdir -p {shlex.quote(_base(campaign))}"))
+        if campaign.arrays:
+            for group in group_by_shape(to_submit):
+                batch = _submit(remote, campaign, group, array=True)
+                batches.append(batch)
+                _save_batches(out, [*earlier, *[b for b in batches if b not in earlier]])
+                report.status(
+                    f"submitted job array {batch.job_id}: {len(group)} runs of shape "
+                    f"{group[0].nodes}N x {group[0].ranks_per_node} ranks x {group[0].threads} thr",
+                    job_id=batch.job_id,
+                )
+            result.jobs = [b.job_id for b in batches]
+            _collect(remote, campaign, target, batches, by_id, out, attempts, provenance,
                      result, report, poll_s, timeout_s)  # fmt: skip
+        else:
+            # One sbatch at a time (the baseline the arrays are measured against).
+            _collect(remote, campaign, target, pending, by_id, out, attempts, provenance,
+                     result, report, poll_s, timeout_s)  # fmt: skip
+            for one in to_submit:
+                batch = _submit(remote, campaign, [one], array=False)
+                batches.append(batch)
+                _save_batches(out, [*earlier, *[b for b in batches if b not in earlier]])
+                result.jobs.append(batch.job_id)
+                _collect(remote, campaign, target, [batch], by_id, out, attempts, provenance,
+                         result, report, poll_s, timeout_s)  # fmt: skip
+    except KeyboardInterrupt:
+        # The arrays are Slurm's now: they keep running, and the state file lets the next
+        # invocation collect them. Say so instead of ending as if the campaign were done.
+        raise Interrupted(
+            f"campaign {campaign.name} interrupted: {tally.done + tally.failed} of "
+            f"{len(missing)} runs recorded; "
+            + (
+                f"Slurm jobs {', '.join(b.job_id for b in batches)} keep running and are "
+                f"recorded in {state_path(out)}; run the same command again to collect them"
+                if batches
+                else "nothing was submitted"
+            )
+        ) from None
     result.wall_s = time.monotonic() - started
     report.end(
         f"{campaign.name}: {tally.done} done, {tally.failed} failed, {tally.skipped} skipped "

@@ -71,11 +71,12 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
     with render.progress(err_console) as on_event:
         result = verifier.verify(Target.of_experiment(exp), on_event)
     table = Table(title=f"{exp.name}: tests/infra", show_header=True)
-    for column in ("node", "check", "result"):
+    for column in ("node", "check", "result", "why skipped"):
         table.add_column(column)
+    # A skip that applies to its node is shown with its reason: "passed" means checked.
     for r in sorted(result.results, key=lambda r: (r.node, r.check)):
-        if r.outcome != "skipped":
-            table.add_row(r.node, r.check, r.outcome)
+        if r.applies:
+            table.add_row(r.node, r.check, r.outcome, r.message if r.outcome == "skipped" else "")
     console.print(table)
     err_console.print(f"[green]verified[/] {result.describe()}; run: {result.run_dir}")
 

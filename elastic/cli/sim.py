@@ -25,7 +25,7 @@ from elastic.sim.results import SAMPLES, SUMMARY, read_result, summarize, write_
 from elastic.sim.run import RUN_INFO, RunSpec
 from elastic.sim.run import run as sim_run
 from elastic.sim.sweep import PAPER_GRACE_PERIODS, SweepConfig
-from elastic.sim.traces import FilterStep, processor_mismatch, trace_stats
+from elastic.sim.traces import FilterStep, processor_mismatch, public, trace_stats
 from elastic.sim.traces.filters import DAY_S
 from elastic.sim.workload import WorkloadSpec, prepare
 from elastic.testbed import experiment as experiments
@@ -58,6 +58,37 @@ SwfProcessors = Annotated[
         "the other field is the fallback.",
     ),
 ]
+
+
+@app.command("fetch")
+def fetch_cmd(
+    names: Annotated[
+        list[str] | None, typer.Argument(help=f"Traces: {', '.join(public.TRACES)}; none: all.")
+    ] = None,
+    source: Annotated[
+        Path | None,
+        typer.Option("--from", help="Copy from this directory instead of downloading."),
+    ] = None,
+    list_only: Annotated[
+        bool, typer.Option("--list", help="List the traces, fetch nothing.")
+    ] = False,
+) -> None:
+    """Download public traces into the cache, each checked against its pinned SHA-256; print
+    their paths."""
+    if list_only:
+        table = Table(title=f"public traces (cache: {public.cache_dir()})")
+        for column in ("name", "file", "what", "licence", "cached"):
+            table.add_column(column)
+        for t in public.TRACES.values():
+            cached = "yes" if public.cached(t).is_file() else "no"
+            table.add_row(t.name, t.file, t.what, t.licence, cached)
+        console.print(table)
+        return
+    err = Console(stderr=True)
+    with render.progress(err) as on_event:
+        found = public.fetch(names or list(public.TRACES), on_event, source_dir=source)
+    for path in found:
+        console.print(str(path), highlight=False, soft_wrap=True)
 
 
 @app.command("stats")

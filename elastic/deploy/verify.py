@@ -34,6 +34,10 @@ class VerifyError(PtcError):
 
 # testinfra names a parametrised case test_x[ansible://node-0].
 _CASE = re.compile(r"^test_(?P<check>[\w]+?)(?:\[(?:ansible://)?(?P<host>[^\]]+)\])?$")
+# A check skipped because the node is outside the groups it is about (tests/infra's
+# require_group words its reason so): it does not apply to that node at all, unlike a check
+# that applies but cannot run here, which is shown with its reason.
+_NOT_HERE = re.compile(r"^\S+ is not in \S+")
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,12 @@ class CheckResult:
     node: str
     check: str
     outcome: str  # passed | failed | skipped
-    message: str = ""
+    message: str = ""  # a failure's message, or why the check was skipped
+
+    @property
+    def applies(self) -> bool:
+        """False when the check is not about this node (skipped for its groups)."""
+        return not (self.outcome == "skipped" and _NOT_HERE.match(self.message))
 
 
 @dataclass(frozen=True)
@@ -56,11 +65,18 @@ class VerifyResult:
 
     def describe(self) -> str:
         passed = sum(r.outcome == "passed" for r in self.results)
+        skipped = [r for r in self.results if r.outcome == "skipped"]
+        not_here = sum(not r.applies for r in skipped)
         return (
             f"{passed} passed, {len(self.failures)} failed, "
-            f"{sum(r.outcome == 'skipped' for r in self.results)} not applicable "
-            f"in {self.elapsed_s:.1f}s"
+            + (f"{len(skipped) - not_here} skipped, " if len(skipped) > not_here else "")
+            + f"{not_here} not applicable in {self.elapsed_s:.1f}s"
         )
+
+    @property
+    def skips(self) -> list[CheckResult]:
+        """Checks that apply to their node but did not run, each with its reason."""
+        return [r for r in self.results if r.outcome == "skipped" and r.applies]
 
 
 def command(target: Target, junit: Path) -> list[str]:
@@ -130,8 +146,10 @@ def parse_junit(path: Path) -> list[CheckResult]:
             if node is not None:
                 outcome = "failed"
                 message = _first_line(node.get("message") or node.text or "")
-        if outcome == "passed" and case.find("skipped") is not None:
+        skipped = case.find("skipped")
+        if outcome == "passed" and skipped is not None:
             outcome = "skipped"
+            message = _skip_reason(skipped.get("message") or skipped.text or "")
         results.append(CheckResult(host, check, outcome, message))
     return results
 
@@ -144,6 +162,11 @@ def failure_report(target: Target, result: VerifyResult, rc: int) -> str:
         lines.append(f"  pytest exited with {rc}")
     lines.append(f"  log: {result.run_dir / 'pytest.log'}")
     return "\n".join(lines)
+
+
+def _skip_reason(text: str) -> str:
+    # pytest's junit message of a skip is "Skipped: <reason>" (older ones: the reason alone).
+    return re.sub(r"^Skipped: ", "", _first_line(text))
 
 
 def _first_line(text: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from conftest import group, name_of, require_group
 from testinfra.host import Host
 
@@ -43,7 +44,7 @@ def test_munge_key_matches_controller(host: Host, other: Any) -> None:
     require_group(host, *SLURM_GROUPS)
     reference = group(host, "slurm_controller")[0]
     if name_of(host) == reference:
-        return
+        pytest.skip(f"{reference} is the reference the other nodes' keys are compared with")
     assert key_digest(host) == key_digest(other(reference)), (
         f"{name_of(host)}: munge key differs from {reference}'s (sha256 compared)"
     )
@@ -55,7 +56,7 @@ def test_munge_credential_decodes_on_next_node(host: Host) -> None:
     nodes = munge_hosts(host)
     me = name_of(host)
     if len(nodes) < 2:
-        return
+        pytest.skip(f"{me}: no other munge node to decode a credential")
     peer = nodes[(nodes.index(me) + 1) % len(nodes)]
     out = host.run(f"munge -n | ssh -o BatchMode=yes -o ConnectTimeout=10 {peer} unmunge")
     assert out.rc == 0, (

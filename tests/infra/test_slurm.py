@@ -6,10 +6,16 @@ node, so the checks of slurmd and of the node's state skip them and say so."""
 
 from __future__ import annotations
 
+import shlex
+import time
 from typing import Any
 
-from conftest import group, name_of, require_group, skip_if_powered_down
+import pytest
+from conftest import cluster_var, group, name_of, require_group, skip_if_powered_down
 from testinfra.host import Host
+
+MAIL_PROGRAM = "/usr/local/sbin/ptc-slurm-mail"
+MAIL_LOG = "/var/log/slurm/mail.log"
 
 
 def test_slurmctld_active(host: Host) -> None:
@@ -43,8 +49,41 @@ def test_node_idle_in_sinfo(host: Host, other: Any) -> None:
 def test_accounting_knows_cluster(host: Host) -> None:
     require_group(host, "slurm_controller")
     if not group(host, "slurm_dbd"):
-        return
+        pytest.skip("no accounting daemon in this cluster (slurm_dbd is empty)")
     out = host.run("sacctmgr --noheader --parsable2 show cluster format=cluster")
     assert out.rc == 0 and out.stdout.strip(), (
         f"{name_of(host)}: sacctmgr lists no cluster ({out.stderr.strip()})"
     )
+
+
+def test_mail_requests_are_recorded_not_lost(host: Host) -> None:
+    """slurmctld accepts its MailProg, and with no mailer (slurm_mail_prog empty, the default) a
+    job's mail request is recorded, unsent, in the controller's mail log."""
+    require_group(host, "slurm_controller")
+    me = name_of(host)
+    log = host.file("/var/log/slurm/slurmctld.log").content_string
+    # Since slurmctld last started: earlier lines may predate the current configuration.
+    current = log[max(0, log.rfind("slurmctld version")) :]
+    errors = [ln for ln in current.splitlines() if "error" in ln and "MailProg" in ln]
+    assert not errors, f"{me}: slurmctld.log: {errors[:2]}"
+    mailer = str(cluster_var(host, "slurm_mail_prog", ""))
+    if mailer:
+        pytest.skip(
+            f"{me}: slurm_mail_prog is {mailer}, the site's mailer; its delivery is the site's"
+        )
+    assert host.file(MAIL_PROGRAM).mode & 0o111, f"{me}: {MAIL_PROGRAM} is not executable"
+    user = str(cluster_var(host, "common_cluster_user", "ptc"))
+    submit = (
+        f"sbatch --parsable -N1 -t 1 -o /dev/null --mail-type=END --mail-user={user} --wrap true"
+    )
+    out = host.run(f"cd /tmp && runuser -u {user} -- sh -c {shlex.quote(submit)}")
+    assert out.rc == 0, f"{me}: sbatch --mail-type=END failed: {out.stderr.strip()[-300:]}"
+    job = out.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        recorded = host.run(f"grep -F ' job={job} ' {MAIL_LOG}")
+        if recorded.rc == 0:
+            break
+        time.sleep(2)
+    assert recorded.rc == 0, f"{me}: job {job}'s mail request is not in {MAIL_LOG}"
+    assert f"to={user} " in recorded.stdout and "not sent" in recorded.stdout, recorded.stdout

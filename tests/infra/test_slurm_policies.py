@@ -12,6 +12,7 @@ import re
 import shlex
 from typing import Any
 
+import pytest
 from conftest import (
     cluster_var,
     group,
@@ -80,7 +81,7 @@ def test_job_memory_and_cores_are_enforced(host: Host, other: Any) -> None:
     require_group(host, "slurm_compute")
     plugins = str(cluster_var(host, "slurm_task_plugin", "task/cgroup,task/affinity"))
     if "task/cgroup" not in plugins:
-        return
+        pytest.skip(f"slurm_task_plugin is {plugins!r}: no task/cgroup to enforce limits")
     skip_if_powered_down(host, other)  # srun -w would resume an elastic pool node
     me = name_of(host)
     ctl = controller(host, other)
@@ -106,7 +107,7 @@ def test_job_memory_and_cores_are_enforced(host: Host, other: Any) -> None:
 def test_accounting_is_enforced(host: Host) -> None:
     require_group(host, "slurm_controller")
     if not group(host, "slurm_dbd"):
-        return
+        pytest.skip("no accounting daemon in this cluster (slurm_dbd is empty)")
     config = slurm_config(host)
     wanted = str(
         cluster_var(host, "slurm_accounting_storage_enforce", "associations,limits,qos,safe")
@@ -121,7 +122,7 @@ def test_accounting_is_enforced(host: Host) -> None:
 def test_user_without_association_is_refused(host: Host) -> None:
     require_group(host, "slurm_controller")
     if not group(host, "slurm_dbd"):
-        return
+        pytest.skip("no accounting daemon in this cluster (slurm_dbd is empty)")
     assoc = host.run(
         "sacctmgr --noheader --parsable2 show association where user=nobody format=user"
     )
@@ -148,7 +149,7 @@ def test_multifactor_priority_with_fairshare(host: Host) -> None:
 
     sprio = host.run("sprio --weights --noheader")
     assert sprio.rc == 0 and sprio.stdout.strip(), f"{name_of(host)}: sprio -w shows no weights"
-    if not group(host, "slurm_dbd"):
+    if not group(host, "slurm_dbd"):  # the weights above are checked; fair share needs accounting
         return
     user = cluster_user(host)
     share = host.run(
@@ -194,7 +195,7 @@ def test_health_check_installed_and_passing(host: Host, other: Any) -> None:
     skip_if_powered_down(host, other)  # the check runs with slurmd, which is not running
     interval = int(cluster_var(host, "slurm_health_check_interval", 300))
     if interval <= 0:
-        return
+        pytest.skip(f"slurm_health_check_interval is {interval}: no health check")
     config = slurm_config(controller(host, other))
     assert config.get("HealthCheckProgram") == HEALTH_CHECK, (
         f"{name_of(host)}: HealthCheckProgram is {config.get('HealthCheckProgram')}"
@@ -247,7 +248,7 @@ def test_slurmrestd_needs_a_token(host: Host, other: Any) -> None:
     """From a compute node over the cluster LAN: 200 with a JWT, 401 without one."""
     require_group(host, "slurm_compute")
     if not cluster_var(host, "slurm_restd_enabled", True):
-        return
+        pytest.skip("slurm_restd_enabled is false")
     ctl_name = group(host, "slurm_controller")[0]
     ctl = other(ctl_name)
     address_var = str(cluster_var(host, "slurm_node_address_var", "ptc_lan_address"))
@@ -271,7 +272,7 @@ def test_slurmrestd_needs_a_token(host: Host, other: Any) -> None:
 def test_jwt_key_is_private(host: Host) -> None:
     require_group(host, "slurm_controller", "slurm_dbd")
     if not cluster_var(host, "slurm_restd_enabled", True):
-        return
+        pytest.skip("slurm_restd_enabled is false")
     path = str(cluster_var(host, "slurm_jwt_key_path", "/etc/slurm/jwt_hs256.key"))
     key = host.file(path)
     assert key.exists and (key.user, key.mode) == ("slurm", 0o400), (

@@ -3,7 +3,7 @@
 Checks what the role promises: NodeName lines from facts, repeated keys from lists, null
 removes a key, and which changes land in the restart digests (node list: slurmctld only); and the
 production settings from variables: memory as a resource, enforced accounting, multifactor
-priority, partition limits, the health check, Prolog/Epilog, and JWT for slurmrestd.
+priority, partition limits, the health check, Prolog/Epilog, JWT for slurmrestd, and MailProg.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ TEMPLATES = (
     "cgroup.conf",
     "ptc-healthcheck.conf",
     "slurmrestd.conf",
+    "ptc-slurm-mail",
 )
 
 INVENTORY = """
@@ -228,3 +229,29 @@ def test_power_saving_keeps_the_excluded_nodes_up(tmp_path: Path) -> None:
     nothing = render(tmp_path / "none", {"slurm_power_save_enabled": True})
     assert lines(nothing["head-slurm.conf"], "SuspendExcNodes") == []
     assert all(n.endswith("State=CLOUD") for n in lines(nothing["head-slurm.conf"], "NodeName"))
+
+
+def test_mail_requests_are_recorded_when_there_is_no_mailer(
+    default: dict[str, str], tmp_path: Path
+) -> None:
+    """No mailer: MailProg is ptc's program, which records the request instead of dropping it."""
+    assert lines(default["head-slurm.conf"], "MailProg") == [
+        "MailProg=/usr/local/sbin/ptc-slurm-mail"
+    ]
+    log = tmp_path / "mail.log"
+    (tmp_path / "log").mkdir()
+    out = render(tmp_path / "log", {"__slurm_mail_log": str(log)})
+    program = tmp_path / "ptc-slurm-mail"
+    program.write_text(out["head-ptc-slurm-mail"])
+    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "42", "SLURM_JOB_MAIL_TYPE": "Ended"}
+    proc = subprocess.run(
+        ["sh", str(program), "-s", "Slurm Job_id=42 Name=x Ended", "alice"],
+        input="", capture_output=True, text=True, env=env, check=False, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (line,) = log.read_text().splitlines()
+    assert "not sent, this cluster has no mailer" in line
+    assert "to=alice job=42 type=Ended subject=Slurm Job_id=42 Name=x Ended" in line
+    (tmp_path / "site").mkdir()
+    site = render(tmp_path / "site", {"slurm_mail_prog": "/usr/bin/mail"})
+    assert lines(site["head-slurm.conf"], "MailProg") == ["MailProg=/usr/bin/mail"]

@@ -52,3 +52,29 @@ def test_run_directories_never_collide(tmp_path: Path, monkeypatch: pytest.Monke
 
 def target(root: Path) -> Target:
     return Target("x", root / "hosts.yml", root / "ssh_config", root / "runs", root / "facts")
+
+
+SKIPS = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="3">
+<testcase classname="test_slurm" name="test_accounting_knows_cluster[ansible://head]" time="0.1">
+  <skipped type="pytest.skip" message="Skipped: no accounting daemon in this cluster">x</skipped>
+</testcase>
+<testcase classname="test_slurm" name="test_slurmdbd_active[ansible://node-0]" time="0.1">
+  <skipped type="pytest.skip" message="Skipped: node-0 is not in slurm_dbd">x</skipped>
+</testcase>
+<testcase classname="test_munge" name="test_munge_active[ansible://node-0]" time="0.1"/>
+</testsuite></testsuites>
+"""
+
+
+def test_skips_keep_their_reason_and_are_not_counted_as_passed(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(SKIPS)
+    result = VerifyResult(tmp_path, 1.0, parse_junit(path))
+    assert [(r.check, r.outcome, r.message, r.applies) for r in result.results] == [
+        ("accounting_knows_cluster", "skipped", "no accounting daemon in this cluster", True),
+        ("slurmdbd_active", "skipped", "node-0 is not in slurm_dbd", False),
+        ("munge_active", "passed", "", True),
+    ]
+    assert [r.check for r in result.skips] == ["accounting_knows_cluster"]
+    assert result.describe().startswith("1 passed, 0 failed, 1 skipped, 1 not applicable")

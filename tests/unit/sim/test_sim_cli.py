@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tracedata import trace_file
 from typer.testing import CliRunner
 
 from elastic.cli.sim import app
 from elastic.errors import InputError
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces"
 runner = CliRunner()
 
 SWF = "\n".join(
@@ -24,7 +24,7 @@ SWF = "\n".join(
 
 
 def test_stats_prints_table_1_for_htc() -> None:
-    result = runner.invoke(app, ["stats", str(DATA / "htc-condor-1120.submit")])
+    result = runner.invoke(app, ["stats", str(trace_file("htc-condor"))])
     assert result.exit_code == 0, result.output
     assert "11,200 jobs, 1,379.05 node-hours" in result.output
     assert "134.25" in result.output
@@ -65,7 +65,7 @@ def test_run_then_report(tmp_path: Path) -> None:
     ],
 )
 def test_user_errors_are_ptc_errors(tmp_path: Path, extra: list[str], message: str) -> None:
-    trace = DATA / "htc-condor-1120.submit"
+    trace = trace_file("htc-condor")
     args = ["run", str(trace), "--out", str(tmp_path), "--htc-copies", "1", "--no-plots", *extra]
     result = runner.invoke(app, args)
     assert isinstance(result.exception, InputError)

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from tracedata import trace_file
 
 from elastic.sim.schedule import simulate
 from elastic.sim.sweep import SweepConfig, SweepResult, run_sweep
 from elastic.sim.workload import WorkloadSpec, arrivals, prepare
 
-HTC = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces"
-HTC = HTC / "htc-condor-1120.submit"
-
 
 @pytest.fixture(scope="module")
 def htc() -> SweepResult:
-    trace, _ = prepare(WorkloadSpec(HTC, max_nodes=20))
+    trace, _ = prepare(WorkloadSpec(trace_file("htc-condor"), max_nodes=20))
     assert len(trace) == 11_200
     schedule = simulate(arrivals(trace, "batch"), trace.runtime, trace.requested, trace.nodes, 20)
     config = SweepConfig(grace_periods=(60.0, 120.0, 1200.0, 1800.0), preempt=10)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracedata import trace_file
 
 from elastic.errors import InputError
 from elastic.sim.traces import (
@@ -16,10 +17,7 @@ from elastic.sim.traces import (
     trace_stats,
 )
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces"
-HTC = DATA / "htc-condor-1120.submit"
-KTH = DATA / "KTH-SP2-1996-2.swf"
-EAGLE = DATA / "nrel-eagle-sample-1000.csv"
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "traces"
 
 SWF_TEXT = """; Version: 2.2
 ; Computer: Test machine
@@ -153,7 +151,7 @@ def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
 
 
 def test_htc_workload_matches_table_1() -> None:
-    base = load_trace(HTC)
+    base = load_trace(trace_file("htc-condor"))
     assert len(base) == 1120  # the README and §4: a 1,120-job trace
     workload = shuffled_copies(base, 10, seed=0)
     stats = trace_stats(workload)
@@ -173,7 +171,7 @@ def test_htc_workload_matches_table_1() -> None:
 
 
 def test_htc_copies_are_seeded_permutations() -> None:
-    base = load_trace(HTC)
+    base = load_trace(trace_file("htc-condor"))
     a, b, c = (shuffled_copies(base, 10, seed=s) for s in (1, 1, 2))
     assert np.array_equal(a.runtime, b.runtime)
     assert not np.array_equal(a.runtime, c.runtime)
@@ -184,10 +182,10 @@ def test_htc_copies_are_seeded_permutations() -> None:
 
 
 def test_kth_and_eagle_load() -> None:
-    kth = load_trace(KTH)
+    kth = load_trace(trace_file("kth-sp2"))
     assert len(kth) == 28_489  # the README's count
     assert kth.metadata["Acknowledge"] == "Lars Malinowsky"
-    eagle = load_trace(EAGLE)
+    eagle = load_trace(trace_file("nrel-eagle"))
     assert len(eagle) == 1000
     kept, _ = paper_filters(eagle, max_nodes=20)
     assert (kept.nodes <= 20).all() and (kept.runtime <= 86_400).all()
