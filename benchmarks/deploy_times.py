@@ -1,7 +1,7 @@
 """Wall time of `ptc deploy` on the local testbed: first run, no-op rerun, and adding a node.
 
     python benchmarks/deploy_times.py [--sizes 2 8 16] [--variants plain mitogen]
-        [--add-node-size 0] [--prefix bench] [--out benchmarks/results/deploy]
+        [--plain-sizes 2 8] [--add-node-size 0] [--prefix bench] [--out benchmarks/results/deploy]
 
 For each size N and each variant it brings up 1 head + N compute nodes (fresh containers from
 the warm node image), runs site.yml twice (a fresh cluster, then a run that must change
@@ -209,6 +209,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 8, 16])
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS),
                         default=["plain", "mitogen"])  # fmt: skip
+    parser.add_argument(
+        "--plain-sizes",
+        type=int,
+        nargs="*",
+        help="sizes to run the plain variant at (default: all)",
+    )
     parser.add_argument("--add-node-size", type=int, default=0, help="0: do not measure")
     parser.add_argument("--prefix", default="bench", help="experiment name prefix")
     parser.add_argument("--out", type=Path, help="directory for results.md/.json and the PNG")
@@ -221,31 +227,39 @@ def main() -> None:
     note = (f"machine: {os.cpu_count()} CPUs, nodes are containers sharing them; "
             f"started {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, load average "
             + " ".join(f"{x:.2f}" for x in os.getloadavg()))  # fmt: skip
-    try:
-        for size in args.sizes:
-            for variant in args.variants:
-                try:
-                    measure(size, variant, size == args.add_node_size, args.prefix, rows, console)
-                except Exception:  # recorded in rows; the next size still runs
-                    continue
-    finally:
-        note += "; ended with load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-        table = Table(title="ptc deploy wall time (local testbed, this machine)")
-        for column in ("cluster", "variant", "run", "seconds", "changed", "failed", "hosts"):
-            table.add_column(column, justify="left" if column in ("cluster", "variant", "run")
-                             else "right")  # fmt: skip
-        for r in rows:
-            table.add_row(f"1+{r.size}", r.variant, r.run, f"{r.seconds:.1f}", str(r.changed),
-                          str(r.failed), str(r.hosts))  # fmt: skip
-        Console().print(table)
-        Console().print(note)
-        if args.out and rows:
-            args.out.mkdir(parents=True, exist_ok=True)
-            atomic.write_json(args.out / "results.json",
-                              {"note": note, "rows": [asdict(r) for r in rows]})  # fmt: skip
-            atomic.write_text(args.out / "results.md",
-                              markdown(rows, args.variants, args.sizes, note))  # fmt: skip
-            plot(rows, args.variants, args.out / "deploy_times.png")
+    started = note
+    for size in args.sizes:
+        for variant in args.variants:
+            if variant == "plain" and size not in (args.plain_sizes or args.sizes):
+                continue
+            try:
+                measure(size, variant, size == args.add_node_size, args.prefix, rows, console)
+            except Exception as err:  # a failed deploy is in rows; the next cluster still runs
+                console.print(f"[red]1+{size} {variant}[/]: {err}")
+            # Written after every cluster, so an interrupted run keeps what it measured.
+            note = (
+                started
+                + "; load average after the last cluster "
+                + " ".join(f"{x:.2f}" for x in os.getloadavg())
+            )
+            if args.out and rows:
+                write(args.out, rows, args.variants, args.sizes, note)
+    table = Table(title="ptc deploy wall time (local testbed, this machine)")
+    for column in ("cluster", "variant", "run", "seconds", "changed", "failed", "hosts"):
+        table.add_column(column, justify="left" if column in ("cluster", "variant", "run")
+                         else "right")  # fmt: skip
+    for r in rows:
+        table.add_row(f"1+{r.size}", r.variant, r.run, f"{r.seconds:.1f}", str(r.changed),
+                      str(r.failed), str(r.hosts))  # fmt: skip
+    Console().print(table)
+    Console().print(note)
+
+
+def write(out: Path, rows: list[Row], variants: list[str], sizes: list[int], note: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(out / "results.json", {"note": note, "rows": [asdict(r) for r in rows]})
+    atomic.write_text(out / "results.md", markdown(rows, variants, sizes, note))
+    plot(rows, variants, out / "deploy_times.png")
 
 
 if __name__ == "__main__":
