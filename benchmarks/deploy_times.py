@@ -174,7 +174,9 @@ def markdown(rows: list[Row], variants: list[str], sizes: list[int], note: str) 
                 )
     out += ["", "## Per-role split of each first deploy (wall seconds)", ""]
     for r in (r for r in rows if r.roles):
-        top = ", ".join(f"{k} {v:.1f}" for k, v in list(r.roles.items())[:12])
+        top = ", ".join(
+            f"{k} {v:.1f}" for k, v in sorted(r.roles.items(), key=lambda kv: -kv[1])[:12]
+        )
         out.append(f"- 1+{r.size} {r.variant} ({r.seconds:.1f}s): {top}")
     return "\n".join(out) + "\n"
 
