@@ -42,6 +42,9 @@ def deploy(
     extra: Annotated[
         list[str] | None, typer.Option("--extra-vars", "-e", help="NAME=VALUE (repeatable)")
     ] = None,
+    no_mitogen: Annotated[
+        bool, typer.Option("--no-mitogen", help="Ansible's own strategy (also: PTC_MITOGEN=0)")
+    ] = False,
 ) -> None:
     """Run the playbook on an experiment's nodes (ansible-runner), with progress and a recap."""
     from elastic.deploy import runner
@@ -50,7 +53,14 @@ def deploy(
     exp = experiments.load(experiment)
     target = Target.of_experiment(exp)
     with render.progress(err_console) as on_event:
-        result = runner.deploy(target, playbook, limit, parse_extravars(extra), on_event)
+        result = runner.deploy(
+            target,
+            playbook,
+            limit,
+            parse_extravars(extra),
+            on_event,
+            mitogen=False if no_mitogen else None,
+        )
     table = Table(title=f"{exp.name}: {result.playbook}", show_header=True)
     for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
         table.add_column(column, justify="left" if column == "host" else "right")

@@ -8,6 +8,7 @@ still renders slurm.conf with the facts of every node. Progress goes to ``on_eve
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -27,6 +28,8 @@ from elastic.remote import ssh
 
 DEFAULT_PLAYBOOK = "site.yml"
 JOURNAL_LINES = 30
+# PTC_MITOGEN=0 (or `ptc deploy --no-mitogen`) runs Ansible's own linear strategy.
+MITOGEN_ENV = "PTC_MITOGEN"
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,12 @@ def deploy(
     limit: str | None = None,
     extravars: Mapping[str, Any] | None = None,
     on_event: OnEvent | None = None,
+    mitogen: bool | None = None,
 ) -> DeployResult:
-    """Run ``playbook`` on the target; raise DeployError naming host, task and message."""
+    """Run ``playbook`` on the target; raise DeployError naming host, task and message.
+
+    ``mitogen`` (default: on unless PTC_MITOGEN=0) runs it with mitogen's strategy.
+    """
     book = resolve_playbook(playbook)
     run_dir = target.new_run_dir(book.stem)
     report = Reporter("deploy", on_event)
@@ -108,7 +115,7 @@ def deploy(
         inventory=str(target.inventory),
         limit=limit,
         extravars=dict(extravars or {}),
-        envvars=_environment(),
+        envvars=_environment(mitogen_enabled() if mitogen is None else mitogen),
         # An absolute path: ansible-runner would otherwise cache facts per run.
         fact_cache=str(target.fact_cache),
         event_handler=on_ansible_event,
@@ -150,14 +157,34 @@ def _task_failure(f: Failure) -> TaskFailure:
     return TaskFailure(f.host, f.task, f.message, f.play, f.unreachable)
 
 
-def _environment() -> dict[str, str]:
-    return {
+def mitogen_enabled() -> bool:
+    """Whether runs use mitogen's strategy: yes unless PTC_MITOGEN is 0, false, no or off."""
+    return os.environ.get(MITOGEN_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def mitogen_strategy_dir() -> Path | None:
+    """mitogen's strategy plugins, or None when mitogen is not installed."""
+    spec = importlib.util.find_spec("ansible_mitogen")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "plugins" / "strategy"
+
+
+def _environment(mitogen: bool = True) -> dict[str, str]:
+    env = {
         "ANSIBLE_CONFIG": str(paths.REPO_ROOT / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(paths.REPO_ROOT / "roles"),
         # ansible-runner starts the ansible-playbook it finds first on PATH: this Python's.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ANSIBLE_NOCOLOR": "1",
     }
+    strategies = mitogen_strategy_dir() if mitogen else None
+    if strategies is not None:
+        # One persistent Python per node runs every task (no module upload, no new SSH
+        # session per task); plays keep linear's order and handler semantics.
+        env["ANSIBLE_STRATEGY_PLUGINS"] = str(strategies)
+        env["ANSIBLE_STRATEGY"] = "mitogen_linear"
+    return env
 
 
 def _failure_report(target: Target, failures: list[Failure], runner: Any, run_dir: Path) -> str:

@@ -1,0 +1,88 @@
+"""Package tasks skip when the run's list of installed packages holds all they would install.
+
+site.yml lists each host's installed packages once (ptc_packages_installed) in the play that runs
+the common role; every later apt task's condition must name exactly the packages the task
+installs, or a rerun would skip an install it needs (or open apt's cache for nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jinja2 import StrictUndefined
+from jinja2.nativetypes import NativeEnvironment
+
+from elastic import paths
+from elastic.testbed.backends.local.role_packages import _names, _tasks, _variables
+
+ROLES = paths.REPO_ROOT / "roles"
+GUARD = "ptc_packages_installed"
+# The base packages refresh apt's lists on a fresh node, so they always run.
+ALWAYS = {("common", "Install the base packages")}
+
+
+def _apt_tasks() -> Iterator[tuple[str, Path, dict[str, Any]]]:
+    for task_file in sorted(ROLES.glob("*/tasks/*.yml")):
+        for task in _tasks(yaml.safe_load(task_file.read_text()) or []):
+            if "ansible.builtin.apt" in task and task["ansible.builtin.apt"].get("name"):
+                yield task_file.parts[-3], task_file, task
+
+
+APT_TASKS = list(_apt_tasks())
+
+
+def _guard(task: dict[str, Any]) -> str | None:
+    when = task.get("when", [])
+    for condition in when if isinstance(when, list) else [when]:
+        if GUARD in str(condition):
+            return str(condition)
+    return None
+
+
+def _condition(expression: str, context: dict[str, Any]) -> bool:
+    env = NativeEnvironment(undefined=StrictUndefined)
+    env.filters["difference"] = lambda a, b: [x for x in a if x not in b]
+    env.tests["defined"] = lambda value: not isinstance(value, StrictUndefined)
+    return bool(env.compile_expression(expression, undefined_to_none=False)(**context))
+
+
+def test_there_are_package_tasks_to_check() -> None:
+    assert len(APT_TASKS) >= 15
+
+
+@pytest.mark.parametrize(
+    ("role", "task_file", "task"),
+    [t for t in APT_TASKS if (t[0], t[2]["name"]) not in ALWAYS],
+    ids=lambda v: v if isinstance(v, str) else getattr(v, "name", None) or v.get("name"),
+)
+def test_package_task_skips_exactly_when_its_packages_are_installed(
+    role: str, task_file: Path, task: dict[str, Any]
+) -> None:
+    guard = _guard(task)
+    assert guard is not None, f"{task_file}: {task['name']!r} has no {GUARD} condition"
+    context = _variables(ROLES)
+    context.setdefault("hpgmg_fe_enabled", False)
+    names = _names(task["ansible.builtin.apt"]["name"], context, str(task_file))
+    assert names
+    others = ["acl", "procps"]
+    # Nothing listed (another play, or a role used alone): the task runs.
+    assert _condition(guard, context) is True
+    # Everything installed: it skips.
+    assert _condition(guard, {**context, GUARD: others + names}) is False
+    # Any one of its packages missing: it runs.
+    for missing in names:
+        listed = others + [n for n in names if n != missing]
+        assert _condition(guard, {**context, GUARD: listed}) is True, missing
+
+
+def test_site_lists_the_installed_packages_where_common_runs() -> None:
+    plays = yaml.safe_load((paths.REPO_ROOT / "site.yml").read_text())
+    base = next(p for p in plays if any(r.get("role") == "common" for r in p.get("roles", [])))
+    setters = [t for t in base.get("tasks", []) if GUARD in t.get("ansible.builtin.set_fact", {})]
+    assert setters, "site.yml's play with the common role does not set ptc_packages_installed"
+    # It comes before every play that installs packages of another role.
+    assert plays.index(base) <= 2
