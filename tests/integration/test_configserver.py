@@ -28,6 +28,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -39,6 +41,8 @@ import pytest
 import yaml
 from naming import experiment_name
 from remote import ssh, ssh_background, wait_for
+
+from elastic.deploy import secrets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -61,6 +65,8 @@ ELASTIC_VARS = [
 ]
 ELASTIC = [arg for var in ELASTIC_VARS for arg in ("-e", var)]
 PROBE = "/local/repository/elastic/manager/probe.py"
+REPO = Path(__file__).resolve().parents[2]
+PTC = [sys.executable, "-m", "elastic.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -444,6 +450,75 @@ def elastic_stopped(expdir: Path) -> Iterator[None]:
         for member in MEMBERS:
             ssh(expdir, member, "systemctl start ptc-elastic-manager", check=False)
         ssh(expdir, "head", "systemctl start ptc-elastic-slurm-client", check=False)
+
+
+@contextlib.contextmanager
+def command_line_sampler(
+    canaries: dict[str, str], ignore: list[int]
+) -> Iterator[list[secrets.Leak]]:
+    """Every process's command line, sampled in a thread while the block runs."""
+    seen: list[secrets.Leak] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            seen.extend(secrets.leaks_in_command_lines(canaries, ignore=[os.getpid(), *ignore]))
+            stop.wait(0.1)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_no_secret_leaks_from_a_deploy_or_a_snapshot(
+    cluster: Path, s3: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A canary secret given each way a user can (the environment, -e, a vars file) reaches
+    no file of the experiment's state or logs and no process's command line, through a
+    deploy (config_server.yml, on the deployed cluster) and a snapshot to the fake S3."""
+    tag = os.urandom(6).hex()
+    canaries = {
+        "environment": f"canary-env-{tag}",
+        "-e": f"canary-e-{tag}",
+        "vars file": f"canary-file-{tag}",
+    }
+    vars_file = Path(tempfile.mkdtemp(prefix="ptc-test-secrets-")) / "secret-vars.yml"
+    vars_file.write_text(f"etcd_snapshot_aws_access_key_id: {canaries['vars file']}\n")
+    env = os.environ | {"COLUMNS": "200", "AWS_SECRET_ACCESS_KEY": canaries["environment"]}
+    deploy = [
+        *PTC, "deploy", NAME, "--playbook", "config_server.yml",
+        "-e", f"etcd_snapshot_aws_secret_access_key={canaries['-e']}", "-e", f"@{vars_file}",
+    ]  # fmt: skip
+    snapshot = [*PTC, "config", "snapshot", NAME, "--bucket", "snaps", "--endpoint-url", s3]
+    outputs: list[str] = []
+    for argv in (deploy, snapshot):
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        # The user's own `ptc deploy -e NAME=SECRET` shows the secret: that one is theirs.
+        with command_line_sampler(canaries, ignore=[proc.pid]) as seen:
+            out, err = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, f"{argv[1:4]}: {err[-4000:]}"
+        assert seen == [], f"{argv[1:4]}: a secret on a command line: {sorted(map(str, seen))}"
+        outputs += [out, err]
+    assert not [n for n, v in canaries.items() if any(v in text for text in outputs)]
+    state = Path(os.environ["PTC_HOME"])
+    runs = sorted((cluster / "runs").glob("*-config_server"))
+    assert runs and (runs[-1] / "ansible" / "command").is_file()  # the run did record itself
+    # The state, the session's temporary files (moto's log among them), Ansible's own
+    # temporary files and what is left of the runs' private variable files.
+    places = [state, tmp_path_factory.getbasetemp(), Path.home() / ".ansible"]
+    places += Path(tempfile.gettempdir()).glob("ptc-vars-*")
+    try:
+        found = secrets.leaks_in_files([p for p in places if p.exists()], canaries)
+        assert found == [], sorted(map(str, found))
+    finally:
+        shutil.rmtree(vars_file.parent)
 
 
 def test_snapshot_survives_the_destruction_of_the_configuration_server(
