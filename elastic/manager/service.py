@@ -20,7 +20,14 @@ Configuration (YAML)::
     name: cfg-1                  # this node, as the leader key names it
     election: {key: /ptc/manager/leader, ttl: 2}
     peers:                       # every manager's URL: what clients are given (and remote.py reads)
-      - http://10.10.1.201:8700
+      - https://10.10.1.201:8700
+    tls:                         # required to serve: HTTPS only, a certificate of the cluster's CA
+      {cert: /etc/ptc-elastic/tls/manager.crt, key: /etc/ptc-elastic/tls/manager.key}
+
+The bearer tokens travel on the experiment LAN, so the manager serves HTTPS only: without
+``tls`` it refuses to start, and a plain-HTTP request to its port fails the TLS handshake. The
+certificate names the ``listen`` address, which every client verifies (also through an SSH
+tunnel, whose URL keeps that address).
 """
 
 from __future__ import annotations
@@ -60,11 +67,12 @@ class ServiceConfig:
     name: str = ""
     election: dict[str, Any] | None = None
     peers: tuple[str, ...] = ()
+    tls: dict[str, Path] | None = None  # cert, key
 
     @property
     def url(self) -> str:
         host = f"[{self.listen}]" if ":" in self.listen else self.listen
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
@@ -107,7 +115,33 @@ class ServiceConfig:
         for key in ("state", "tokens"):
             if key in raw:
                 raw[key] = Path(raw[key])
+        if raw.get("tls") is not None:
+            raw["tls"] = _tls(raw["tls"], f"{path}: tls")
         return cls(**raw)
+
+
+def _tls(value: Any, where: str) -> dict[str, Path]:
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected a mapping with cert and key")
+    unknown = sorted(set(value) - {"cert", "key"})
+    if unknown:
+        raise InputError(f"{where}: unknown setting {unknown[0]!r}")
+    for key in ("cert", "key"):
+        if not value.get(key):
+            raise InputError(f"{where}: {key}: missing (a PEM file)")
+    return {"cert": Path(value["cert"]), "key": Path(value["key"])}
+
+
+def require_tls(config: ServiceConfig, where: str) -> dict[str, Path]:
+    """The certificate and key to serve with; the manager never serves plain HTTP."""
+    if config.tls is None:
+        raise InputError(
+            f"{where}: tls: missing: the manager serves HTTPS only (tls: {{cert: FILE, key: FILE}})"
+        )
+    for key, path in config.tls.items():
+        if not path.is_file():
+            raise InputError(f"{where}: tls: {key}: {path} does not exist")
+    return config.tls
 
 
 def check_listen(address: str, where: str = "listen") -> None:
@@ -193,7 +227,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # NotifyDeletePending's requests
-    config = ServiceConfig.load(args.config)
+    try:
+        config = ServiceConfig.load(args.config)
+        tls = require_tls(config, str(args.config))
+    except InputError as err:
+        raise SystemExit(f"error: {err}") from None
     import uvicorn
 
     from elastic.manager.app import create_app
@@ -202,4 +240,12 @@ def main(argv: list[str] | None = None) -> None:
     # the active manager) and resigns as it stops: see create_app's lifespan.
     app = create_app(build_manager(config), tick_interval=config.tick_interval)
     # access_log off: request lines carry no token, but there is no need for them either.
-    uvicorn.run(app, host=config.listen, port=config.port, access_log=False, log_level="info")
+    uvicorn.run(
+        app,
+        host=config.listen,
+        port=config.port,
+        access_log=False,
+        log_level="info",
+        ssl_certfile=str(tls["cert"]),
+        ssl_keyfile=str(tls["key"]),
+    )

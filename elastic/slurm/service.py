@@ -3,7 +3,8 @@ slurmctld runs: ``python -m elastic.slurm {serve|resume|suspend|resume-fail} [HO
 
 Configuration (YAML, ``--config``, default ``/etc/ptc-elastic/slurm-client.yml``)::
 
-    manager_url: http://10.10.1.1:8700
+    manager_url: https://10.10.1.1:8700
+    manager_ca: /etc/ptc-elastic/tls/ca.crt
     token_file: /etc/ptc-elastic/tokens/partition-slurm.token   # root-only
     partition: slurm              # the manager's partition
     slurm_partition: elastic      # whose jobs make the PV (omit: every partition)
@@ -76,6 +77,7 @@ NOTIFY_PATH = "/v1/notify-delete-pending"
 class SlurmClientSettings:
     manager_url: str
     token_file: Path
+    manager_ca: Path | None = None  # the cluster's CA, which the managers' certificates verify to
     partition: str = "slurm"
     slurm_partition: str | None = None
     policy: str = "LIFO"
@@ -110,7 +112,7 @@ class SlurmClientSettings:
             raise InputError(f"{path}: policy: {raw['policy']!r}; choose from {POLICY_NAMES}")
         check_listen(str(raw.get("listen", "127.0.0.1")), f"{path}: listen")
         raw["token_file"] = Path(raw["token_file"])
-        for key in ("log_file", "timings_file"):
+        for key in ("log_file", "timings_file", "manager_ca"):
             if raw.get(key):
                 raw[key] = Path(raw[key])
         raw["priority_rules"] = tuple(raw.get("priority_rules") or ())
@@ -135,7 +137,9 @@ def build_client(settings: SlurmClientSettings) -> SlurmElasticClient:
     rule = PriorityRule.parse(settings.priority_rules) if settings.priority_rules else None
     return SlurmElasticClient(
         Slurm(subprocess_runner()),
-        ManagerClient(settings.manager_url, read_token(settings.token_file)),
+        ManagerClient(
+            settings.manager_url, read_token(settings.token_file), ca=settings.manager_ca
+        ),
         make_policy(settings.policy, seed=settings.seed, rule=rule),
         provisioner=load_provisioner(settings.provisioner, settings),
         config=ClientConfig(
