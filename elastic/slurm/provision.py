@@ -150,7 +150,9 @@ class PlaybookProvisioner:
             "-o",
             "IdentitiesOnly=yes",
             "-o",
-            "StrictHostKeyChecking=no",
+            # Keys the deploy knew are in the file; a node it did not see is recorded at first
+            # contact; a key that changes is refused.
+            "StrictHostKeyChecking=accept-new",
             "-o",
             f"UserKnownHostsFile={self.known_hosts}",
             "-o",

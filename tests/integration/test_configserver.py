@@ -279,6 +279,12 @@ def test_the_cluster_secrets_are_kept_in_etcd(cluster: Path) -> None:
         assert hashlib.sha256(value).hexdigest() == sha(f"{SECRETS}/{name}", cluster, "head")
 
 
+def host_keys(container: str) -> list[str]:
+    """The base64 of each public host key of a node, read from its container."""
+    out = podman("exec", container, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub").stdout
+    return [line.split()[1] for line in out.splitlines() if len(line.split()) >= 2]
+
+
 def test_a_replaced_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -> None:
     """Acceptance 4, as in 001 §4.6.4: the head's container and disks are removed, a fresh head
     starts in its place, and a deploy gives it the same munge key and database password from
@@ -289,10 +295,17 @@ def test_a_replaced_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -
         cluster, "node-0", "systemctl show -p ActiveEnterTimestampMonotonic --value munge"
     ).stdout.strip()
     old_id = podman("inspect", "--format", "{{.Id}}", f"ptc-{NAME}-head").stdout.strip()
+    old_keys = host_keys(f"ptc-{NAME}-head")
 
     proc = ptc("replace", NAME, "head")
     assert proc.returncode == 0, f"ptc replace failed:\n{proc.stderr[-4000:]}"
     assert podman("inspect", "--format", "{{.Id}}", f"ptc-{NAME}-head").stdout.strip() != old_id
+    # The new head's host keys replace the old ones on purpose: pinned, and checked strictly
+    # by every ssh below.
+    pinned = (cluster / "inventory" / "known_hosts").read_text()
+    new_keys = host_keys(f"ptc-{NAME}-head")
+    assert new_keys and all(key in pinned for key in new_keys)
+    assert not any(key in pinned for key in old_keys)
     fresh = ssh(cluster, "head", f"test -e {SECRETS}/munge.key || test -e {DATA_DIR}", check=False)
     assert fresh.returncode != 0, "the new head still has the old one's secrets or etcd data"
 
