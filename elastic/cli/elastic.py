@@ -6,7 +6,7 @@ host), reads the token it needs over SSH and talks to the manager through an SSH
 (:mod:`elastic.manager.remote`): the admin token for status, events and reclaim, the
 partition's own token for the reference client's acquire and release. ``--url`` with
 ``--token-file`` (or PTC_ELASTIC_URL and PTC_ELASTIC_TOKEN_FILE) talk to a manager directly
-instead.
+instead, verifying its certificate against PTC_ELASTIC_CA (the cluster's CA).
 """
 
 from __future__ import annotations
