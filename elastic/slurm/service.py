@@ -5,6 +5,7 @@ Configuration (YAML, ``--config``, default ``/etc/ptc-elastic/slurm-client.yml``
 
     manager_url: https://10.10.1.1:8700
     manager_ca: /etc/ptc-elastic/tls/ca.crt
+    tls: {cert: /etc/ptc-elastic/tls/node.crt, key: /etc/ptc-elastic/tls/node.key}  # to serve
     token_file: /etc/ptc-elastic/tokens/partition-slurm.token   # root-only
     partition: slurm              # the manager's partition
     slurm_partition: elastic      # whose jobs make the PV (omit: every partition)
@@ -57,7 +58,7 @@ from pydantic import BaseModel, Field
 from elastic.errors import InputError, PtcError
 from elastic.events import to_logger
 from elastic.manager.client import ManagerClient, read_token
-from elastic.manager.service import check_listen
+from elastic.manager.service import check_listen, parse_tls, require_tls
 from elastic.policies import POLICY_NAMES, PriorityRule, make_policy
 from elastic.service import lifespan_running
 from elastic.slurm.client import (
@@ -93,6 +94,7 @@ class SlurmClientSettings:
     log_file: Path | None = None
     timings_file: Path | None = None
     provisioner: str = ""
+    tls: dict[str, Path] | None = None  # cert, key: the endpoint serves HTTPS only
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -116,6 +118,8 @@ class SlurmClientSettings:
             if raw.get(key):
                 raw[key] = Path(raw[key])
         raw["priority_rules"] = tuple(raw.get("priority_rules") or ())
+        if raw.get("tls") is not None:
+            raw["tls"] = parse_tls(raw["tls"], f"{path}: tls")
         return cls(**raw, extra=extra)
 
 
@@ -280,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = SlurmClientSettings.load(args.config)
     _setup_logging(settings, to_file=args.action != "serve")
     try:
+        if args.action == "serve":  # the endpoint carries the manager's token: HTTPS only
+            tls = require_tls(settings.tls, str(args.config), "the Slurm client's endpoint")
         client = build_client(settings)
         if args.action == "serve":
             import uvicorn
@@ -292,7 +298,14 @@ def main(argv: list[str] | None = None) -> int:
                 step_interval=settings.step_interval,
                 sync_interval=settings.sync_interval,
             )
-            uvicorn.run(app, host=settings.listen, port=settings.port, access_log=False)
+            uvicorn.run(
+                app,
+                host=settings.listen,
+                port=settings.port,
+                access_log=False,
+                ssl_certfile=str(tls["cert"]),
+                ssl_keyfile=str(tls["key"]),
+            )
             return 0
         if not args.hostlist:
             raise InputError(f"{args.action}: HOSTLIST missing")

@@ -98,21 +98,28 @@ def test_manager_answers_on_the_lan(host: Host) -> None:
     assert health.get("ok") is True, f"{name_of(host)}: the manager is not healthy: {health}"
 
 
-def test_the_manager_speaks_tls_only(host: Host) -> None:
+@pytest.mark.parametrize(("role_group", "port"), [
+    ("config_server", 8700),  # the manager
+    ("slurm_controller", 8701),  # the Slurm client's NotifyDeletePending endpoint
+])  # fmt: skip
+def test_the_services_speak_tls_only(host: Host, role_group: str, port: int) -> None:
     """Plain HTTP is refused; a client that does not trust the cluster's CA is refused; the
-    manager's key is root's."""
-    require_elastic(host, "config_server")
+    node's key is root's."""
+    require_elastic(host, role_group)
     me = name_of(host)
     address = lan_address(host)
-    plain = host.run(_get(f"http://{address}:8700/v1/health", None))
-    assert plain.rc != 0, f"{me}: the manager answered plain HTTP: {plain.stdout.strip()}"
-    untrusting = host.run(_get(f"https://{address}:8700/v1/health", None))
+    plain = host.run(_get(f"http://{address}:{port}/v1/health", None))
+    assert plain.rc != 0, f"{me}: port {port} answered plain HTTP: {plain.stdout.strip()}"
+    untrusting = host.run(_get(f"https://{address}:{port}/v1/health", None))
     assert untrusting.rc != 0 and "CERTIFICATE_VERIFY_FAILED" in untrusting.stderr, (
-        f"{me}: a client without the cluster's CA was not refused: {untrusting.stderr.strip()[-300:]}"
+        f"{me}: a client without the cluster's CA was not refused on port {port}: "
+        f"{untrusting.stderr.strip()[-300:]}"
     )
-    key = host.file(f"{TLS}/manager.key")
+    trusting = host.run(_get(f"https://{address}:{port}/v1/health", f"{TLS}/ca.crt"))
+    assert trusting.rc == 0, f"{me}: port {port} did not answer HTTPS: {trusting.stderr[-300:]}"
+    key = host.file(f"{TLS}/node.key")
     assert key.user == "root" and key.mode == 0o600, (
-        f"{me}: {TLS}/manager.key is not root's alone (mode {oct(key.mode)})"
+        f"{me}: {TLS}/node.key is not root's alone (mode {oct(key.mode)})"
     )
 
 

@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from elastic.errors import InputError
 from elastic.manager.client import ManagerClient, ManagerUnreachable, UntrustedManager
+from elastic.manager.core import http_notifier
 from elastic.manager.service import ServiceConfig, require_tls
 
 REPO = Path(__file__).resolve().parents[3]
@@ -197,7 +198,7 @@ def test_the_certificate_must_name_the_address_the_client_asks(
 def test_the_manager_will_not_serve_without_tls(tmp_path: Path) -> None:
     conf = write_config(tmp_path, free_port(), None)
     with pytest.raises(InputError, match="tls: missing: the manager serves HTTPS only"):
-        require_tls(ServiceConfig.load(conf), str(conf))
+        require_tls(ServiceConfig.load(conf).tls, str(conf))
     done = subprocess.run(
         [sys.executable, "-m", "elastic.manager", "--config", str(conf)],
         cwd=REPO,
@@ -211,3 +212,30 @@ def test_the_manager_will_not_serve_without_tls(tmp_path: Path) -> None:
     bad = write_config(tmp_path, free_port(), {"cert": str(tmp_path / "none.crt")})
     with pytest.raises(InputError, match="tls: key: missing"):
         ServiceConfig.load(bad)
+
+
+def test_notify_delete_pending_verifies_the_clients_endpoint(served: Served) -> None:
+    """The manager's notifier speaks HTTPS to a client's endpoint, verified to the cluster's
+    CA: here the endpoint is the manager served above (it answers the notification path 404,
+    which proves the TLS handshake passed)."""
+    from elastic.manager.client import tls_context
+
+    with pytest.raises(httpx.HTTPStatusError):  # reached, verified, answered
+        http_notifier(verify=tls_context(served.ca))(served.url, "t", {})
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        http_notifier(verify=tls_context(served.other_ca))(served.url, "t", {})
+
+
+def test_the_slurm_clients_endpoint_will_not_serve_without_tls(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm-client.yml"
+    conf.write_text("manager_url: https://127.0.0.1:1\ntoken_file: /nonexistent\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "elastic.slurm", "--config", str(conf), "serve"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "tls: missing: the Slurm client's endpoint serves HTTPS only" in done.stderr
