@@ -169,6 +169,8 @@ def _environment() -> dict[str, str]:
         # ansible-runner starts the ansible-playbook it finds first on PATH: this Python's.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ANSIBLE_NOCOLOR": "1",
+        # ansible-runner turns host key checking off unless told: the inventory decides how.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
     }
 
 

@@ -7,8 +7,10 @@ which is all a host key check needs (the client checks the key before it authent
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +19,15 @@ import paramiko
 import pytest
 import yaml
 
-from elastic.errors import RemoteError, TestbedError
+from elastic.deploy import runner
+from elastic.deploy.target import Target
+from elastic.errors import DeployError, RemoteError, TestbedError
 from elastic.manager.remote import ssh_run
 from elastic.testbed import known_hosts
 from elastic.testbed.inventory import build_inventory
 from elastic.testbed.topology import Login, Node, Topology
 
+PING = Path(__file__).resolve().parents[3] / "tests/integration/playbooks/ping.yml"
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 KEY_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 
@@ -155,3 +160,19 @@ def test_first_contact_records_the_key_and_a_change_is_refused(
         assert "Host key verification failed" in refused.stderr, refused.stderr
     finally:
         changed.close()
+
+
+def test_a_deploy_refuses_a_changed_key_naming_the_node(
+    tmp_path: Path, server: FakeSshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ptc deploy`'s path (ansible-runner, which turns host key checking off unless told)."""
+    # The test's HOME is too deep for an SSH control socket's path.
+    short = tempfile.mkdtemp(prefix="cp", dir="/tmp")
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", short)
+    inv = inventory(tmp_path, server.port, pinned=True)
+    known_hosts.pin(inv / "known_hosts", "127.0.0.1", server.port, [KEY_B])
+    target = Target("t", inv / "hosts.yml", inv / "ssh_config", tmp_path / "runs", tmp_path / "f")
+    with pytest.raises(DeployError, match=r"node-0: task .* unreachable") as err:
+        runner.deploy(target, PING)
+    assert "Host key verification failed" in str(err.value), str(err.value)
+    shutil.rmtree(short, ignore_errors=True)
