@@ -3,7 +3,8 @@
 The rule: a variable is secret when a role's ``meta/argument_specs.yml`` marks it ``no_log``,
 or when its name says so (``SECRET_NAME``: password, secret, token, credential, private or
 access key, a key's value), and every ``AWS_*`` variable of the environment is (boto3 reads
-its credentials from them). Secrets never reach ansible-playbook's command line or the
+its credentials from them); an environment variable naming a file, path or directory
+(``ANSIBLE_VAULT_PASSWORD_FILE``) is not. Secrets never reach ansible-playbook's command line or the
 environment ansible-runner records in the run directory:
 
 - every extra variable goes to ansible-playbook through a root-only file outside the run
@@ -57,7 +58,10 @@ def is_secret_variable(name: str) -> bool:
 
 
 def is_secret_environment(name: str) -> bool:
-    return name.upper().startswith("AWS_") or bool(SECRET_NAME.search(name))
+    upper = name.upper()
+    if upper.endswith(("_FILE", "_PATH", "_DIR")):  # where a secret is, e.g. Ansible's vault
+        return False
+    return upper.startswith("AWS_") or bool(SECRET_NAME.search(name))
 
 
 def scrub_environment(env: Mapping[str, str]) -> dict[str, str]:

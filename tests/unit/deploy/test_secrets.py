@@ -38,8 +38,13 @@ def test_the_environment_loses_aws_and_secret_names() -> None:
         "GITHUB_TOKEN": CANARY,
         "DB_PASSWORD": CANARY,
         "ANSIBLE_CONFIG": "a.cfg",
+        "ANSIBLE_VAULT_PASSWORD_FILE": "/root/.vault",
     }
-    assert secrets.scrub_environment(env) == {"PATH": "/bin", "ANSIBLE_CONFIG": "a.cfg"}
+    assert secrets.scrub_environment(env) == {
+        "PATH": "/bin",
+        "ANSIBLE_CONFIG": "a.cfg",
+        "ANSIBLE_VAULT_PASSWORD_FILE": "/root/.vault",
+    }
 
 
 def test_redacted_keeps_names_and_plain_values() -> None:
