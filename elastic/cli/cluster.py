@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,9 +19,13 @@ err_console = Console(stderr=True)
 
 
 def parse_extravars(values: list[str] | None) -> dict[str, Any]:
-    """-e k=v pairs; values are YAML so `-e ptc_hpgmg_enabled=true` is a boolean."""
+    """-e k=v pairs; values are YAML so `-e ptc_hpgmg_enabled=true` is a boolean. ``-e @FILE``
+    reads a YAML mapping of variables: the way to give a secret without showing it in ``ps``."""
     out: dict[str, Any] = {}
     for item in values or []:
+        if item.startswith("@"):
+            out.update(_vars_file(item[1:]))
+            continue
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise InputError(f"-e {item!r} is not of the form NAME=VALUE")
@@ -29,6 +34,18 @@ def parse_extravars(values: list[str] | None) -> dict[str, Any]:
         except yaml.YAMLError as err:
             raise InputError(f"-e {item!r}: the value is not valid YAML ({err})") from err
     return out
+
+
+def _vars_file(name: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(name).read_text())
+    except OSError as err:
+        raise InputError(f"-e @{name}: cannot read it ({err.strerror})") from err
+    except yaml.YAMLError as err:
+        raise InputError(f"-e @{name}: not valid YAML ({err})") from err
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise InputError(f"-e @{name}: expected a mapping of variable names to values")
+    return data
 
 
 def deploy(
@@ -40,7 +57,8 @@ def deploy(
         str, typer.Option(help="playbook, relative to the repository")
     ] = "site.yml",
     extra: Annotated[
-        list[str] | None, typer.Option("--extra-vars", "-e", help="NAME=VALUE (repeatable)")
+        list[str] | None,
+        typer.Option("--extra-vars", "-e", help="NAME=VALUE or @FILE (YAML; repeatable)"),
     ] = None,
     no_mitogen: Annotated[
         bool, typer.Option("--no-mitogen", help="Ansible's own strategy (also: PTC_MITOGEN=0)")

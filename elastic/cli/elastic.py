@@ -6,12 +6,13 @@ host), reads the token it needs over SSH and talks to the manager through an SSH
 (:mod:`elastic.manager.remote`): the admin token for status, events and reclaim, the
 partition's own token for the reference client's acquire and release. ``--url`` with
 ``--token-file`` (or PTC_ELASTIC_URL and PTC_ELASTIC_TOKEN_FILE) talk to a manager directly
-instead.
+instead, verifying its certificate against PTC_ELASTIC_CA (the cluster's CA).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ Name = Annotated[str | None, typer.Argument(help="experiment name")]
 Url = Annotated[
     str | None,
     typer.Option(
-        "--url", envvar="PTC_ELASTIC_URL", help="talk to this manager, http://ADDRESS:PORT"
+        "--url", envvar="PTC_ELASTIC_URL", help="talk to this manager, https://ADDRESS:PORT"
     ),
 ]
 TokenFile = Annotated[
@@ -54,7 +55,8 @@ def connect(
     if url is not None:
         if token_file is None:
             raise InputError("--token-file: missing (the admin token or the partition's token)")
-        yield ManagerClient(url, read_token(token_file))
+        ca = os.environ.get("PTC_ELASTIC_CA")  # the cluster's CA; else the system's CAs
+        yield ManagerClient(url, read_token(token_file), ca=Path(ca) if ca else None)
         return
     if name is None:
         raise InputError("NAME: missing (the experiment), or give --url and --token-file")

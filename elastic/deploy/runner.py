@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
+from ansible_runner import Runner, RunnerConfig
+from ansible_runner.utils import signal_handler
 
 from elastic import atomic, paths
+from elastic.deploy import secrets
 from elastic.deploy.events import Failure, HostCounts, Tracker
 from elastic.deploy.target import Target
 from elastic.errors import DeployError, NotFoundError, RemoteTimeout, TaskFailure
@@ -106,22 +108,32 @@ def deploy(
                 report.progress(tracker.tasks_started, **_progress_data(tracker, started))
         return True  # keep the event in the run directory
 
-    runner = ansible_runner.run(
-        private_data_dir=str(run_dir),
-        artifact_dir=str(run_dir),
-        ident="ansible",
-        project_dir=str(paths.REPO_ROOT),
-        playbook=str(book),
-        inventory=str(target.inventory),
-        limit=limit,
-        extravars=dict(extravars or {}),
-        envvars=_environment(mitogen_enabled() if mitogen is None else mitogen),
-        # An absolute path: ansible-runner would otherwise cache facts per run.
-        fact_cache=str(target.fact_cache),
-        event_handler=on_ansible_event,
-        quiet=True,
-        suppress_env_files=True,
-    )
+    given = dict(extravars or {})
+    if given:
+        atomic.write_json(run_dir / "extravars.json", secrets.redacted(given))
+    with secrets.private_vars_file(given) as vars_file:
+        config = RunnerConfig(
+            private_data_dir=str(run_dir),
+            artifact_dir=str(run_dir),
+            ident="ansible",
+            project_dir=str(paths.REPO_ROOT),
+            playbook=str(book),
+            inventory=str(target.inventory),
+            limit=limit,
+            # A file's name on the command line, not the values (see elastic.deploy.secrets).
+            cmdline=f"-e @{vars_file}",
+            envvars=_environment(mitogen_enabled() if mitogen is None else mitogen),
+            # An absolute path: ansible-runner would otherwise cache facts per run.
+            fact_cache=str(target.fact_cache),
+            fact_cache_type="jsonfile",
+            quiet=True,
+            suppress_env_files=True,
+        )
+        config.prepare()
+        # ansible-runner starts from the whole environment and records it in the run directory.
+        config.env = secrets.scrub_environment(config.env)
+        runner = Runner(config, event_handler=on_ansible_event, cancel_callback=signal_handler())
+        runner.run()
     result = DeployResult(
         playbook=str(
             book.relative_to(paths.REPO_ROOT) if book.is_relative_to(paths.REPO_ROOT) else book
@@ -177,6 +189,8 @@ def _environment(mitogen: bool = True) -> dict[str, str]:
         # ansible-runner starts the ansible-playbook it finds first on PATH: this Python's.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ANSIBLE_NOCOLOR": "1",
+        # ansible-runner turns host key checking off unless told: the inventory decides how.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
     }
     strategies = mitogen_strategy_dir() if mitogen else None
     if strategies is not None:

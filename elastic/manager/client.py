@@ -14,6 +14,12 @@ most ``failover_timeout`` seconds. A manager that could not be reached is asked 
 carries an ``Idempotency-Key`` that its retries share, so a request whose answer was lost when a
 manager died is never applied twice.
 
+The managers serve HTTPS only, with certificates of the cluster's CA: a client is given that
+CA (``ca``, a PEM file, or an ``ssl.SSLContext``) and verifies every manager's certificate against
+it, for the address in the URL (the manager's LAN address, also through an SSH tunnel). A
+certificate that does not verify is not a manager that cannot be reached: the request stops at
+once with :class:`UntrustedManager`, naming the manager and the CA.
+
 The read timeout is short (3 s): the manager answers in milliseconds, and a node that froze
 after accepting a connection (its kernel still completes the handshake) would otherwise hold a
 request for the whole timeout before the next manager is asked. A slow answer is safe to give
@@ -22,6 +28,7 @@ up on for the same reason a lost one is: the retry carries the same key.
 
 from __future__ import annotations
 
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,6 +48,40 @@ DEFAULT_FAILOVER_TIMEOUT = 30.0
 
 class ManagerUnreachable(PtcError):
     """No manager answered (down, wrong address), or none was the active one in time."""
+
+
+class UntrustedManager(PtcError):
+    """A manager's certificate does not verify against the CA the client was given."""
+
+
+TlsTrust = ssl.SSLContext | Path | str | None
+
+
+def tls_context(ca: TlsTrust) -> ssl.SSLContext:
+    """A context that trusts only the cluster's CA (a PEM file); the system's CAs with None."""
+    if isinstance(ca, ssl.SSLContext):
+        return ca
+    if ca is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=str(ca))
+    except (OSError, ssl.SSLError) as err:
+        raise InputError(f"--ca {ca}: not a readable PEM certificate ({err})") from err
+
+
+def _trust_name(ca: TlsTrust) -> str:
+    if ca is None:
+        return "the system's CAs"
+    return "the CA given" if isinstance(ca, ssl.SSLContext) else str(ca)
+
+
+def _untrusted(err: httpx.TransportError) -> bool:
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return "CERTIFICATE_VERIFY_FAILED" in str(err)
 
 
 def read_token(path: Path) -> str:
@@ -80,8 +121,10 @@ class ManagerClient:
         client: httpx.Client | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        ca: TlsTrust = None,
     ) -> None:
         self.urls = split_urls(url)
+        self.ca = ca
         self.url = self.urls[0]
         self.failover_timeout = failover_timeout
         self.recheck = recheck
@@ -105,6 +148,7 @@ class ManagerClient:
                     headers=headers,
                     timeout=limits,
                     transport=self._transports.get(base, transport),
+                    verify=tls_context(ca),
                 )
         self._http = self._clients[self.url]  # the first manager's (older callers use it)
 
@@ -122,6 +166,7 @@ class ManagerClient:
             transports=self._transports,
             clock=self._clock,
             sleep=self._sleep,
+            ca=self.ca,
         )
 
     def close(self) -> None:
@@ -156,6 +201,12 @@ class ManagerClient:
                 try:
                     response = self._clients[base].request(method, path, headers=headers, **kwargs)
                 except httpx.TransportError as err:
+                    if _untrusted(err):
+                        raise UntrustedManager(
+                            f"manager {base}: its TLS certificate does not verify against "
+                            f"{_trust_name(self.ca)} ({err}); give "
+                            "the cluster's CA (the configuration server's ca.crt)"
+                        ) from err
                     # Not reached, or the answer was lost: the next manager (a POST's retry
                     # carries the same Idempotency-Key, so it is applied at most once). This
                     # one is asked last from now on: a dead node costs its timeout once.

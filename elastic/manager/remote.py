@@ -9,11 +9,17 @@ socket per manager, in a private directory, through that one SSH connection (``s
 client is given every manager and finds the active one itself (``elastic.manager.client``), so
 nobody edits an address after a failover. The token lives only in this process's memory: it is
 not written on the workstation, nor printed.
+
+The managers serve HTTPS: through the tunnel the client still asks for the manager's own URL
+(its LAN address), so the certificate is verified for that address, against the cluster's CA:
+the experiment's PKI on the workstation when it deployed the cluster, else the CA the
+deploy put on the node logged in to (reached over the same authenticated SSH as the token).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +36,7 @@ from elastic.remote import ssh
 MANAGER_GROUP = "config_server"
 CONTROLLER_GROUP = "slurm_controller"
 CONFIG = "/etc/ptc-elastic/manager.yml"
+NODE_CA = "/etc/ptc-elastic/tls/ca.crt"
 CONNECT_TIMEOUT = 5  # s: a node that does not answer SSH this fast is passed over
 
 
@@ -151,11 +158,12 @@ def open_manager(
         who = "the admin" if partition is None else f"partition {partition}"
         raise NotFoundError(f"{site.node}: no token for {who} ({path})") from err
     urls = site.urls
+    ca = cluster_ca(inventory, ssh_config, site.node)
     tunnel = Tunnel(ssh_config, site.node, [_target(u) for u in urls])
     transports: dict[str, httpx.BaseTransport] = {
-        url: httpx.HTTPTransport(uds=str(tunnel.sockets[_target(url)])) for url in urls
+        url: httpx.HTTPTransport(uds=str(tunnel.sockets[_target(url)]), verify=ca) for url in urls
     }
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"ca": ca}
     if failover_timeout is not None:
         extra["failover_timeout"] = failover_timeout
     client = ManagerClient(urls, token, transports=transports, **extra)
@@ -171,6 +179,21 @@ def open_manager(
     finally:
         client.close()
         tunnel.close()
+
+
+def cluster_ca(inventory: Path, ssh_config: Path, node: str) -> ssl.SSLContext:
+    """A context trusting only the cluster's CA (see the module's docstring)."""
+    local = inventory.parent / "pki" / "etcd" / "ca.crt"
+    if local.is_file():
+        return ssl.create_default_context(cafile=str(local))
+    try:
+        pem = ssh_run(ssh_config, node, f"cat {NODE_CA}")
+    except RemoteError as err:
+        raise NotFoundError(
+            f"{node}: no cluster CA ({local} here, {NODE_CA} there) to verify the managers "
+            "with: deploy with -e ptc_elastic=true"
+        ) from err
+    return ssl.create_default_context(cadata=pem)
 
 
 def slurm_states(inventory: Path, ssh_config: Path) -> dict[str, str]:

@@ -20,7 +20,16 @@ Configuration (YAML)::
     name: cfg-1                  # this node, as the leader key names it
     election: {key: /ptc/manager/leader, ttl: 2}
     peers:                       # every manager's URL: what clients are given (and remote.py reads)
-      - http://10.10.1.201:8700
+      - https://10.10.1.201:8700
+    tls:                         # required to serve: HTTPS only, a certificate of the cluster's CA;
+      cert: /etc/ptc-elastic/tls/node.crt   # ca: what the clients' endpoints (NotifyDeletePending)
+      key: /etc/ptc-elastic/tls/node.key    # verify to
+      ca: /etc/ptc-elastic/tls/ca.crt
+
+The bearer tokens travel on the experiment LAN, so the manager serves HTTPS only: without
+``tls`` it refuses to start, and a plain-HTTP request to its port fails the TLS handshake. The
+certificate names the ``listen`` address, which every client verifies (also through an SSH
+tunnel, whose URL keeps that address).
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ import yaml
 from elastic.errors import InputError
 from elastic.events import to_logger
 from elastic.manager.auth import Principal, Tokens
-from elastic.manager.core import Manager, ManagerConfig
+from elastic.manager.client import tls_context
+from elastic.manager.core import Manager, ManagerConfig, http_notifier
 from elastic.manager.ha import ElectedLeadership, identity
 from elastic.manager.store import JsonFileStore, Store
 
@@ -60,11 +70,12 @@ class ServiceConfig:
     name: str = ""
     election: dict[str, Any] | None = None
     peers: tuple[str, ...] = ()
+    tls: dict[str, Path] | None = None  # cert, key, ca (optional)
 
     @property
     def url(self) -> str:
         host = f"[{self.listen}]" if ":" in self.listen else self.listen
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
@@ -107,7 +118,36 @@ class ServiceConfig:
         for key in ("state", "tokens"):
             if key in raw:
                 raw[key] = Path(raw[key])
+        if raw.get("tls") is not None:
+            raw["tls"] = parse_tls(raw["tls"], f"{path}: tls")
         return cls(**raw)
+
+
+def parse_tls(value: Any, where: str) -> dict[str, Path]:
+    """``tls: {cert, key, ca}`` of a service's configuration (``ca`` optional)."""
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected a mapping with cert and key")
+    unknown = sorted(set(value) - {"cert", "key", "ca"})
+    if unknown:
+        raise InputError(f"{where}: unknown setting {unknown[0]!r}")
+    for key in ("cert", "key"):
+        if not value.get(key):
+            raise InputError(f"{where}: {key}: missing (a PEM file)")
+    return {k: Path(v) for k, v in value.items() if v}
+
+
+def require_tls(
+    tls: dict[str, Path] | None, where: str, service: str = "the manager"
+) -> dict[str, Path]:
+    """The certificate and key to serve with: the elastic services never serve plain HTTP."""
+    if tls is None:
+        raise InputError(
+            f"{where}: tls: missing: {service} serves HTTPS only (tls: {{cert: FILE, key: FILE}})"
+        )
+    for key, path in tls.items():
+        if not path.is_file():
+            raise InputError(f"{where}: tls: {key}: {path} does not exist")
+    return tls
 
 
 def check_listen(address: str, where: str = "listen") -> None:
@@ -173,12 +213,15 @@ def build_manager(config: ServiceConfig) -> Manager:
         elected = ElectedLeadership(election)
     else:
         store = open_store(config)
+    ca = (config.tls or {}).get("ca")
     manager = Manager(
         store,
         Tokens(config.tokens),
         config=ManagerConfig(notify_interval=config.notify_interval, max_pv_age=config.max_pv_age),
         on_event=to_logger(log),
         leadership=elected,
+        # The clients' endpoints serve HTTPS with the cluster CA's certificates too.
+        notifier=http_notifier(verify=tls_context(ca)) if ca else None,
     )
     if elected is None:
         apply_config(manager, config)
@@ -193,7 +236,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # NotifyDeletePending's requests
-    config = ServiceConfig.load(args.config)
+    try:
+        config = ServiceConfig.load(args.config)
+        tls = require_tls(config.tls, str(args.config))
+    except InputError as err:
+        raise SystemExit(f"error: {err}") from None
     import uvicorn
 
     from elastic.manager.app import create_app
@@ -202,4 +249,12 @@ def main(argv: list[str] | None = None) -> None:
     # the active manager) and resigns as it stops: see create_app's lifespan.
     app = create_app(build_manager(config), tick_interval=config.tick_interval)
     # access_log off: request lines carry no token, but there is no need for them either.
-    uvicorn.run(app, host=config.listen, port=config.port, access_log=False, log_level="info")
+    uvicorn.run(
+        app,
+        host=config.listen,
+        port=config.port,
+        access_log=False,
+        log_level="info",
+        ssl_certfile=str(tls["cert"]),
+        ssl_keyfile=str(tls["key"]),
+    )

@@ -148,7 +148,9 @@ class PlaybookProvisioner:
             identity=self.ssh_key,
             options={
                 "IdentitiesOnly": "yes",
-                "StrictHostKeyChecking": "no",
+                # Keys the deploy knew are in the file; a node it did not see is recorded at
+                # first contact; a key that changes is refused.
+                "StrictHostKeyChecking": "accept-new",
                 "UserKnownHostsFile": str(self.known_hosts),
                 "ConnectTimeout": 10,
                 "LogLevel": "ERROR",

@@ -3,7 +3,9 @@ slurmctld runs: ``python -m elastic.slurm {serve|resume|suspend|resume-fail} [HO
 
 Configuration (YAML, ``--config``, default ``/etc/ptc-elastic/slurm-client.yml``)::
 
-    manager_url: http://10.10.1.1:8700
+    manager_url: https://10.10.1.1:8700
+    manager_ca: /etc/ptc-elastic/tls/ca.crt
+    tls: {cert: /etc/ptc-elastic/tls/node.crt, key: /etc/ptc-elastic/tls/node.key}  # to serve
     token_file: /etc/ptc-elastic/tokens/partition-slurm.token   # root-only
     partition: slurm              # the manager's partition
     slurm_partition: elastic      # whose jobs make the PV (omit: every partition)
@@ -56,7 +58,7 @@ from pydantic import BaseModel, Field
 from elastic.errors import InputError, PtcError
 from elastic.events import to_logger
 from elastic.manager.client import ManagerClient, read_token
-from elastic.manager.service import check_listen
+from elastic.manager.service import check_listen, parse_tls, require_tls
 from elastic.policies import POLICY_NAMES, PriorityRule, make_policy
 from elastic.service import lifespan_running
 from elastic.slurm.client import (
@@ -76,6 +78,7 @@ NOTIFY_PATH = "/v1/notify-delete-pending"
 class SlurmClientSettings:
     manager_url: str
     token_file: Path
+    manager_ca: Path | None = None  # the cluster's CA, which the managers' certificates verify to
     partition: str = "slurm"
     slurm_partition: str | None = None
     policy: str = "LIFO"
@@ -91,6 +94,7 @@ class SlurmClientSettings:
     log_file: Path | None = None
     timings_file: Path | None = None
     provisioner: str = ""
+    tls: dict[str, Path] | None = None  # cert, key: the endpoint serves HTTPS only
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -110,10 +114,12 @@ class SlurmClientSettings:
             raise InputError(f"{path}: policy: {raw['policy']!r}; choose from {POLICY_NAMES}")
         check_listen(str(raw.get("listen", "127.0.0.1")), f"{path}: listen")
         raw["token_file"] = Path(raw["token_file"])
-        for key in ("log_file", "timings_file"):
+        for key in ("log_file", "timings_file", "manager_ca"):
             if raw.get(key):
                 raw[key] = Path(raw[key])
         raw["priority_rules"] = tuple(raw.get("priority_rules") or ())
+        if raw.get("tls") is not None:
+            raw["tls"] = parse_tls(raw["tls"], f"{path}: tls")
         return cls(**raw, extra=extra)
 
 
@@ -135,7 +141,9 @@ def build_client(settings: SlurmClientSettings) -> SlurmElasticClient:
     rule = PriorityRule.parse(settings.priority_rules) if settings.priority_rules else None
     return SlurmElasticClient(
         Slurm(subprocess_runner()),
-        ManagerClient(settings.manager_url, read_token(settings.token_file)),
+        ManagerClient(
+            settings.manager_url, read_token(settings.token_file), ca=settings.manager_ca
+        ),
         make_policy(settings.policy, seed=settings.seed, rule=rule),
         provisioner=load_provisioner(settings.provisioner, settings),
         config=ClientConfig(
@@ -276,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = SlurmClientSettings.load(args.config)
     _setup_logging(settings, to_file=args.action != "serve")
     try:
+        if args.action == "serve":  # the endpoint carries the manager's token: HTTPS only
+            tls = require_tls(settings.tls, str(args.config), "the Slurm client's endpoint")
         client = build_client(settings)
         if args.action == "serve":
             import uvicorn
@@ -288,7 +298,14 @@ def main(argv: list[str] | None = None) -> int:
                 step_interval=settings.step_interval,
                 sync_interval=settings.sync_interval,
             )
-            uvicorn.run(app, host=settings.listen, port=settings.port, access_log=False)
+            uvicorn.run(
+                app,
+                host=settings.listen,
+                port=settings.port,
+                access_log=False,
+                ssl_certfile=str(tls["cert"]),
+                ssl_keyfile=str(tls["key"]),
+            )
             return 0
         if not args.hostlist:
             raise InputError(f"{args.action}: HOSTLIST missing")

@@ -152,6 +152,11 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
     report.status(f"{name}: replacing {', '.join(nodes)}")
     exp.state = "modifying"
     exp.save()
+    # A fresh node has a new host key: forgotten here on purpose, and said so. A backend that
+    # pins keys pins the new ones as it makes the nodes, so the old ones go first.
+    pins = exp.testbed in backends.PINS_HOST_KEYS
+    if pins:
+        _forget_host_keys(exp, old_logins)
     try:
         manifest_xml = backend.replace_nodes(exp, request, sorted(set(nodes)))
         atomic.write_bytes(exp.manifest_path, manifest_xml)
@@ -159,7 +164,12 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
         exp.state = "ready"
         exp.save()
     fresh = [n.login for n in rspec.parse_manifest(manifest_xml).nodes if n.client_id in nodes]
-    _forget_host_keys(exp, [lg for lg in [*old_logins, *fresh] if lg is not None])
+    if not pins:
+        _forget_host_keys(exp, [lg for lg in [*old_logins, *fresh] if lg is not None])
+    report.status(
+        f"{name}: the host keys of {', '.join(sorted(set(nodes)))} are replaced "
+        + ("(pinned from the new nodes)" if pins else "(recorded at the next connection)")
+    )
     write_inventory(exp)
     return exp
 
@@ -259,7 +269,13 @@ def write_inventory(
     """The inventory from the manifest; ``user`` and ``groups`` as in ``build_inventory``."""
     manifest = rspec.parse_manifest(exp.manifest())
     return inventory.build_inventory(
-        manifest, exp.inventory_dir, exp.key_path, exp.testbed, user=user, groups=groups
+        manifest,
+        exp.inventory_dir,
+        exp.key_path,
+        exp.testbed,
+        user=user,
+        groups=groups,
+        pinned=exp.testbed in backends.PINS_HOST_KEYS and not exp.adopted,
     )
 
 

@@ -1,6 +1,6 @@
 """Elastic partitions (`ptc deploy NAME -e ptc_elastic=true`): a manager on every
-configuration-server node (one of them active) and the Slurm client run as services on the
-experiment LAN, the programs slurmctld runs are in place, and the tokens are root-only and
+configuration-server node (one of them active, HTTPS only, with a certificate of the
+cluster's CA) and the Slurm client run as services on the experiment LAN, the programs slurmctld runs are in place, and the tokens are root-only and
 appear in no log. Skipped on clusters deployed without elastic partitions."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from testinfra.host import Host
 CONFIG_DIR = "/etc/ptc-elastic"
 TOKENS = f"{CONFIG_DIR}/tokens"
 LOGS = "/var/log/ptc-elastic"
+TLS = f"{CONFIG_DIR}/tls"
 UNITS = ("ptc-elastic-manager", "ptc-elastic-slurm-client")
 
 
@@ -49,10 +50,17 @@ def manager_config(host: Host) -> dict[str, Any]:
     return conf
 
 
-def health_of(host: Host, url: str) -> dict[str, object]:
-    out = host.run(
-        f"python3 -c \"import urllib.request as u; print(u.urlopen('{url}/v1/health', timeout=5).read().decode())\""
+def _get(url: str, ca: str | None) -> str:
+    """A python3 one-liner that GETs ``url``, trusting only ``ca`` (None: the system's CAs)."""
+    context = f"ssl.create_default_context(cafile='{ca}')" if ca else "ssl.create_default_context()"
+    return (
+        f'python3 -c "import ssl, urllib.request as u; '
+        f"print(u.urlopen('{url}', timeout=5, context={context}).read().decode())\""
     )
+
+
+def health_of(host: Host, url: str) -> dict[str, object]:
+    out = host.run(_get(f"{url}/v1/health", f"{TLS}/ca.crt"))
     assert out.rc == 0, f"{name_of(host)}: {url}/v1/health did not answer: {out.stderr.strip()}"
     found = json.loads(out.stdout)
     assert isinstance(found, dict)
@@ -86,8 +94,33 @@ def test_service_runs_on_the_lan_address_only(
 
 def test_manager_answers_on_the_lan(host: Host) -> None:
     require_elastic(host, "config_server")
-    health = health_of(host, f"http://{lan_address(host)}:8700")
+    health = health_of(host, f"https://{lan_address(host)}:8700")
     assert health.get("ok") is True, f"{name_of(host)}: the manager is not healthy: {health}"
+
+
+@pytest.mark.parametrize(("role_group", "port"), [
+    ("config_server", 8700),  # the manager
+    ("slurm_controller", 8701),  # the Slurm client's NotifyDeletePending endpoint
+])  # fmt: skip
+def test_the_services_speak_tls_only(host: Host, role_group: str, port: int) -> None:
+    """Plain HTTP is refused; a client that does not trust the cluster's CA is refused; the
+    node's key is root's."""
+    require_elastic(host, role_group)
+    me = name_of(host)
+    address = lan_address(host)
+    plain = host.run(_get(f"http://{address}:{port}/v1/health", None))
+    assert plain.rc != 0, f"{me}: port {port} answered plain HTTP: {plain.stdout.strip()}"
+    untrusting = host.run(_get(f"https://{address}:{port}/v1/health", None))
+    assert untrusting.rc != 0 and "CERTIFICATE_VERIFY_FAILED" in untrusting.stderr, (
+        f"{me}: a client without the cluster's CA was not refused on port {port}: "
+        f"{untrusting.stderr.strip()[-300:]}"
+    )
+    trusting = host.run(_get(f"https://{address}:{port}/v1/health", f"{TLS}/ca.crt"))
+    assert trusting.rc == 0, f"{me}: port {port} did not answer HTTPS: {trusting.stderr[-300:]}"
+    key = host.file(f"{TLS}/node.key")
+    assert key.user == "root" and key.mode == 0o600, (
+        f"{me}: {TLS}/node.key is not root's alone (mode {oct(key.mode)})"
+    )
 
 
 def test_every_manager_knows_one_and_the_same_active_manager(host: Host) -> None:
@@ -101,7 +134,7 @@ def test_every_manager_knows_one_and_the_same_active_manager(host: Host) -> None
         assert len(peers) == len(members), (
             f"{me}: the managers' configuration lists {peers}, not one per member of {members}"
         )
-    mine = f"http://{lan_address(host)}:8700"
+    mine = f"https://{lan_address(host)}:8700"
     assert mine in peers, f"{me}: its own manager {mine} is not among the peers {peers}"
     health = {url: health_of(host, url) for url in peers}
     active = [url for url, h in health.items() if h.get("active")]

@@ -28,6 +28,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -39,6 +41,8 @@ import pytest
 import yaml
 from naming import experiment_name
 from remote import ssh, ssh_background, wait_for
+
+from elastic.deploy import secrets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -61,6 +65,8 @@ ELASTIC_VARS = [
 ]
 ELASTIC = [arg for var in ELASTIC_VARS for arg in ("-e", var)]
 PROBE = "/local/repository/tests/support/probe.py"
+REPO = Path(__file__).resolve().parents[2]
+PTC = [sys.executable, "-m", "elastic.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -273,6 +279,12 @@ def test_the_cluster_secrets_are_kept_in_etcd(cluster: Path) -> None:
         assert hashlib.sha256(value).hexdigest() == sha(f"{SECRETS}/{name}", cluster, "head")
 
 
+def host_keys(container: str) -> list[str]:
+    """The base64 of each public host key of a node, read from its container."""
+    out = podman("exec", container, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub").stdout
+    return [line.split()[1] for line in out.splitlines() if len(line.split()) >= 2]
+
+
 def test_a_replaced_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -> None:
     """Acceptance 4, as in 001 §4.6.4: the head's container and disks are removed, a fresh head
     starts in its place, and a deploy gives it the same munge key and database password from
@@ -283,10 +295,17 @@ def test_a_replaced_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -
         cluster, "node-0", "systemctl show -p ActiveEnterTimestampMonotonic --value munge"
     ).stdout.strip()
     old_id = podman("inspect", "--format", "{{.Id}}", f"ptc-{NAME}-head").stdout.strip()
+    old_keys = host_keys(f"ptc-{NAME}-head")
 
     proc = ptc("replace", NAME, "head")
     assert proc.returncode == 0, f"ptc replace failed:\n{proc.stderr[-4000:]}"
     assert podman("inspect", "--format", "{{.Id}}", f"ptc-{NAME}-head").stdout.strip() != old_id
+    # The new head's host keys replace the old ones on purpose: pinned, and checked strictly
+    # by every ssh below.
+    pinned = (cluster / "inventory" / "known_hosts").read_text()
+    new_keys = host_keys(f"ptc-{NAME}-head")
+    assert new_keys and all(key in pinned for key in new_keys)
+    assert not any(key in pinned for key in old_keys)
     fresh = ssh(cluster, "head", f"test -e {SECRETS}/munge.key || test -e {DATA_DIR}", check=False)
     assert fresh.returncode != 0, "the new head still has the old one's secrets or etcd data"
 
@@ -443,6 +462,75 @@ def elastic_stopped(expdir: Path) -> Iterator[None]:
         for member in MEMBERS:
             ssh(expdir, member, "systemctl start ptc-elastic-manager", check=False)
         ssh(expdir, "head", "systemctl start ptc-elastic-slurm-client", check=False)
+
+
+@contextlib.contextmanager
+def command_line_sampler(
+    canaries: dict[str, str], ignore: list[int]
+) -> Iterator[list[secrets.Leak]]:
+    """Every process's command line, sampled in a thread while the block runs."""
+    seen: list[secrets.Leak] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            seen.extend(secrets.leaks_in_command_lines(canaries, ignore=[os.getpid(), *ignore]))
+            stop.wait(0.1)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_no_secret_leaks_from_a_deploy_or_a_snapshot(
+    cluster: Path, s3: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A canary secret given each way a user can (the environment, -e, a vars file) reaches
+    no file of the experiment's state or logs and no process's command line, through a
+    deploy (config_server.yml, on the deployed cluster) and a snapshot to the fake S3."""
+    tag = os.urandom(6).hex()
+    canaries = {
+        "environment": f"canary-env-{tag}",
+        "-e": f"canary-e-{tag}",
+        "vars file": f"canary-file-{tag}",
+    }
+    vars_file = Path(tempfile.mkdtemp(prefix="ptc-test-secrets-")) / "secret-vars.yml"
+    vars_file.write_text(f"etcd_snapshot_aws_access_key_id: {canaries['vars file']}\n")
+    env = os.environ | {"COLUMNS": "200", "AWS_SECRET_ACCESS_KEY": canaries["environment"]}
+    deploy = [
+        *PTC, "deploy", NAME, "--playbook", "config_server.yml",
+        "-e", f"etcd_snapshot_aws_secret_access_key={canaries['-e']}", "-e", f"@{vars_file}",
+    ]  # fmt: skip
+    snapshot = [*PTC, "config", "snapshot", NAME, "--bucket", "snaps", "--endpoint-url", s3]
+    outputs: list[str] = []
+    for argv in (deploy, snapshot):
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        # The user's own `ptc deploy -e NAME=SECRET` shows the secret: that one is theirs.
+        with command_line_sampler(canaries, ignore=[proc.pid]) as seen:
+            out, err = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, f"{argv[1:4]}: {err[-4000:]}"
+        assert seen == [], f"{argv[1:4]}: a secret on a command line: {sorted(map(str, seen))}"
+        outputs += [out, err]
+    assert not [n for n, v in canaries.items() if any(v in text for text in outputs)]
+    state = Path(os.environ["PTC_HOME"])
+    runs = sorted((cluster / "runs").glob("*-config_server"))
+    assert runs and (runs[-1] / "ansible" / "command").is_file()  # the run did record itself
+    # The state, the session's temporary files (moto's log among them), Ansible's own
+    # temporary files and what is left of the runs' private variable files.
+    places = [state, tmp_path_factory.getbasetemp(), Path.home() / ".ansible"]
+    places += Path(tempfile.gettempdir()).glob("ptc-vars-*")
+    try:
+        found = secrets.leaks_in_files([p for p in places if p.exists()], canaries)
+        assert found == [], sorted(map(str, found))
+    finally:
+        shutil.rmtree(vars_file.parent)
 
 
 def test_snapshot_survives_the_destruction_of_the_configuration_server(

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 COMPUTE = 3
 TB, TWOLAN, GONE = (experiment_name(base) for base in ("tb", "twolan", "gone"))
+PING = "tests/integration/playbooks/ping.yml"
 
 
 @pytest.fixture(scope="module")
@@ -232,3 +234,40 @@ def test_request_with_dangling_interface_is_refused(tmp_path: Path, ptc) -> None
 def test_manifest_parameters_round_trip(cluster: Path) -> None:
     params = manifest_of(cluster).parameters
     assert json.loads(json.dumps(params)).get("computeNodeCount") == str(COMPUTE)
+
+
+def test_a_changed_host_key_is_refused_naming_the_node_until_replace(cluster: Path, ptc) -> None:  # type: ignore[no-untyped-def]
+    """The local testbed pins every node's host key when it makes the node: a node whose key
+    changes behind ptc's back is refused, by name; `ptc replace` pins the new node's key."""
+    node = f"node-{COMPUTE - 1}"
+    container = f"ptc-{TB}-{node}"
+    assert container in containers(TB)
+    config = (cluster / "inventory" / "ssh_config").read_text()
+    assert "StrictHostKeyChecking yes" in config and "StrictHostKeyChecking no" not in config
+    subprocess.run(
+        ["podman", "exec", container, "sh", "-c",
+         "rm -f /etc/ssh/ssh_host_*key* && ssh-keygen -A && systemctl restart ssh"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    # An SSH connection Ansible keeps open (ControlPersist) predates the change: close it.
+    port = next(n.login.port for n in manifest_of(cluster).nodes if n.client_id == node and n.login)
+    master = ["ssh", "-o", f"ControlPath={Path.home()}/.ansible/cp/%C", "-p", str(port),
+              "-l", "root", "127.0.0.1"]  # fmt: skip
+    subprocess.run([*master[:1], "-O", "exit", *master[1:]], capture_output=True, check=False)
+    for _ in range(50):
+        if subprocess.run(
+            [*master[:1], "-O", "check", *master[1:]], capture_output=True
+        ).returncode:
+            break
+        time.sleep(0.1)
+    refused = ptc("deploy", TB, "--playbook", PING, "--limit", node)
+    assert refused.returncode != 0
+    assert f"{node}: task" in refused.stderr and "Host key verification failed" in refused.stderr, (
+        refused.stderr[-3000:]
+    )
+    assert ssh(cluster, node, "true", check=False).returncode == 255
+
+    replaced = ptc("replace", TB, node)
+    assert replaced.returncode == 0, replaced.stderr[-3000:]
+    again = ptc("deploy", TB, "--playbook", PING, "--limit", node)
+    assert again.returncode == 0, again.stderr[-3000:]

@@ -3,7 +3,7 @@
 Run on any node of the experiment with the system Python (standard library only; run it as a
 file, ``python3 REPOSITORY/tests/support/probe.py``, with no virtualenv)::
 
-    probe.py --urls http://10.10.1.201:8700,... --token-file FILE --duration 60
+    probe.py --urls https://10.10.1.201:8700,... --token-file FILE --duration 60
     probe.py --urls ... --health
 
 The first form asks ``GET /v1/status`` every ``--interval`` seconds as a client would: the manager
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -27,6 +29,7 @@ import urllib.request
 from typing import Any
 
 ACTIVE_HEADER = "X-Ptc-Active-Manager"
+DEFAULT_CA = "/etc/ptc-elastic/tls/ca.crt"
 Sample = list[Any]  # [sent, answered, url, status]
 
 
@@ -116,7 +119,15 @@ def main(argv: list[str] | None = None) -> int:
         "--recheck", type=float, default=2.0, help="ask a manager that did not answer again after"
     )
     parser.add_argument("--health", action="store_true", help="print every manager's health")
+    parser.add_argument(
+        "--ca", default=DEFAULT_CA, help="the CA the managers' certificates verify to"
+    )
     args = parser.parse_args(argv)
+    if os.path.isfile(args.ca):  # the managers serve HTTPS with the cluster CA's certificates
+        context = ssl.create_default_context(cafile=args.ca)
+        urllib.request.install_opener(
+            urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
+        )
     urls = [u.strip().rstrip("/") for u in args.urls.split(",") if u.strip()]
     if args.health:
         print(json.dumps(health(urls, args.timeout)))

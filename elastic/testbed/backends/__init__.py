@@ -18,6 +18,11 @@ BACKENDS: dict[str, str] = {
     "cloudlab": "elastic.testbed.backends.cloudlab.backend:CloudLabBackend",
 }
 
+# Backends that make the nodes themselves and pin each node's host keys in the experiment's
+# known_hosts before the first SSH connection (elastic.testbed.known_hosts); with the others a
+# key is recorded at first contact.
+PINS_HOST_KEYS = frozenset({"local"})
+
 
 def names() -> tuple[str, ...]:
     return tuple(BACKENDS)

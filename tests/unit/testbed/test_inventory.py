@@ -70,7 +70,7 @@ def test_all_vars(tmp_path: Path) -> None:
     av = inv["all"]["vars"]
     assert av["ptc_testbed"] == "cloudlab"
     assert av["ptc_lan_subnet"] == "10.10.1.0/24"
-    assert "StrictHostKeyChecking=no" in av["ansible_ssh_common_args"]
+    assert "StrictHostKeyChecking=accept-new" in av["ansible_ssh_common_args"]
     assert f"UserKnownHostsFile={out.resolve() / 'known_hosts'}" in av["ansible_ssh_common_args"]
 
 

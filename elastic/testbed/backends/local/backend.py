@@ -23,7 +23,7 @@ from typing import NamedTuple
 from elastic import atomic, paths
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
-from elastic.testbed import rspec
+from elastic.testbed import known_hosts, rspec
 from elastic.testbed.backends.local import (
     DOMAIN,
     etc_hosts,
@@ -304,6 +304,18 @@ class LocalBackend:
             steps.status(f"waiting for sshd on {node.client_id}")
             assert node.login is not None
             _wait_for_ssh(node.login.hostname, node.login.port, node.client_id)
+            # sshd answers once its host keys exist: read them from the container (not over
+            # the network) and pin them before anyone connects.
+            keys = podman.run(
+                "exec", container_name(exp.name, node.client_id),
+                "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub",
+            ).stdout  # fmt: skip
+            known_hosts.pin(
+                exp.inventory_dir / "known_hosts",
+                node.login.hostname,
+                node.login.port,
+                known_hosts.public_keys(keys, node.client_id),
+            )
             geni = self._geni_dir(exp, node.client_id)
             atomic.write_bytes(geni / "manifest.xml", xml)
             atomic.write_text(geni / "ready", f"{time.time()}\n")
