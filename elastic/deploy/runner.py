@@ -21,7 +21,7 @@ from ansible_runner import Runner, RunnerConfig
 from ansible_runner.utils import signal_handler
 
 from elastic import atomic, paths
-from elastic.deploy import secrets
+from elastic.deploy import first_contact, secrets
 from elastic.deploy.events import Failure, HostCounts, Tracker
 from elastic.deploy.target import Target
 from elastic.errors import DeployError, NotFoundError, RemoteTimeout, TaskFailure
@@ -108,6 +108,11 @@ def deploy(
                 report.progress(tracker.tasks_started, **_progress_data(tracker, started))
         return True  # keep the event in the run directory
 
+    use_mitogen = mitogen_enabled() if mitogen is None else mitogen
+    if use_mitogen and first_contact.records_at_first_contact(target.ssh_config):
+        report.status("first contact: recording the host keys of nodes not reached before")
+        first_contact.make(target.ssh_config, first_contact.inventory_hosts(target.inventory))
+
     given = dict(extravars or {})
     if given:
         atomic.write_json(run_dir / "extravars.json", secrets.redacted(given))
@@ -122,7 +127,7 @@ def deploy(
             limit=limit,
             # A file's name on the command line, not the values (see elastic.deploy.secrets).
             cmdline=f"-e @{vars_file}",
-            envvars=_environment(mitogen_enabled() if mitogen is None else mitogen),
+            envvars=_environment(use_mitogen),
             # An absolute path: ansible-runner would otherwise cache facts per run.
             fact_cache=str(target.fact_cache),
             fact_cache_type="jsonfile",

@@ -19,7 +19,7 @@ import paramiko
 import pytest
 import yaml
 
-from elastic.deploy import runner
+from elastic.deploy import first_contact, runner
 from elastic.deploy.target import Target
 from elastic.errors import DeployError, RemoteError, TestbedError
 from elastic.manager.remote import ssh_run
@@ -140,7 +140,7 @@ def test_a_pinned_key_is_required_and_a_changed_one_refused(
     # Another key pinned (the node's key changed): refused, and ptc's error names the node.
     known_hosts.pin(inv / "known_hosts", "127.0.0.1", server.port, [KEY_B])
     assert "Host key verification failed" in attempt(inv).stderr
-    with pytest.raises(RemoteError, match=r"^node-0: .*Host key verification failed"):
+    with pytest.raises(RemoteError, match=r"(?s)^node-0: .*Host key verification failed"):
         ssh_run(inv / "ssh_config", "node-0", "true", timeout=30)
 
 
@@ -165,7 +165,8 @@ def test_first_contact_records_the_key_and_a_change_is_refused(
 def test_a_deploy_refuses_a_changed_key_naming_the_node(
     tmp_path: Path, server: FakeSshServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`ptc deploy`'s path (ansible-runner, which turns host key checking off unless told)."""
+    """`ptc deploy`'s path (ansible-runner, which turns host key checking off unless told), with
+    Ansible's own strategy; the mitogen path is the next tests'."""
     # The test's HOME is too deep for an SSH control socket's path.
     short = tempfile.mkdtemp(prefix="cp", dir="/tmp")
     monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", short)
@@ -173,6 +174,47 @@ def test_a_deploy_refuses_a_changed_key_naming_the_node(
     known_hosts.pin(inv / "known_hosts", "127.0.0.1", server.port, [KEY_B])
     target = Target("t", inv / "hosts.yml", inv / "ssh_config", tmp_path / "runs", tmp_path / "f")
     with pytest.raises(DeployError, match=r"node-0: task .* unreachable") as err:
-        runner.deploy(target, PING)
+        runner.deploy(target, PING, mitogen=False)
     assert "Host key verification failed" in str(err.value), str(err.value)
+    shutil.rmtree(short, ignore_errors=True)
+
+
+def test_first_contact_is_made_only_where_keys_are_recorded_at_first_contact(
+    tmp_path: Path, server: FakeSshServer
+) -> None:
+    """mitogen checks keys strictly (no accept-new): a deploy through it reaches every host
+    once over OpenSSH first, which records new hosts' keys; pinned keys are left alone."""
+    (tmp_path / "pinned").mkdir()
+    (tmp_path / "tofu").mkdir()
+    pinned = inventory(tmp_path / "pinned", server.port, pinned=True)
+    assert not first_contact.records_at_first_contact(pinned / "ssh_config")
+    assert first_contact.make(pinned / "ssh_config", ["node-0"]) == []
+    assert not (pinned / "known_hosts").exists()  # nothing was recorded
+
+    tofu = inventory(tmp_path / "tofu", server.port, pinned=False)
+    assert first_contact.records_at_first_contact(tofu / "ssh_config")
+    assert first_contact.inventory_hosts(tofu / "hosts.yml") == ["node-0"]
+    assert first_contact.make(tofu / "ssh_config", ["node-0"]) == ["node-0"]
+    assert public(server.key) in (tofu / "known_hosts").read_text()
+
+
+def test_a_mitogen_deploy_records_a_new_hosts_key_and_refuses_a_changed_one(
+    tmp_path: Path, server: FakeSshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    short = tempfile.mkdtemp(prefix="cp", dir="/tmp")
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", short)
+    inv = inventory(tmp_path, server.port, pinned=False)
+    target = Target("t", inv / "hosts.yml", inv / "ssh_config", tmp_path / "runs", tmp_path / "f")
+    # The fake server lets nobody in: the run fails at login, after the key was recorded.
+    with pytest.raises(DeployError, match=r"node-0: task .* unreachable") as err:
+        runner.deploy(target, PING, mitogen=True)
+    assert public(server.key) in (inv / "known_hosts").read_text()
+    assert "host key" not in str(err.value).lower(), str(err.value)
+    # The node's key changes: the first contact and then the run refuse it.
+    known_hosts.pin(
+        inv / "known_hosts", "127.0.0.1", server.port, [public(paramiko.ECDSAKey.generate())]
+    )
+    with pytest.raises(DeployError, match=r"node-0: task .* unreachable") as err:
+        runner.deploy(target, PING, mitogen=True)
+    assert "host key" in str(err.value).lower(), str(err.value)
     shutil.rmtree(short, ignore_errors=True)
