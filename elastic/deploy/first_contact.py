@@ -20,6 +20,7 @@ import yaml
 
 from elastic.errors import RemoteError, RemoteTimeout
 from elastic.remote import ssh
+from elastic.remote.select import Hosts
 
 CONNECT_TIMEOUT = 10  # s: an unreachable node is left to the run, which reports it
 MAX_PARALLEL = 16
@@ -42,22 +43,8 @@ def records_at_first_contact(ssh_config: Path) -> bool:
 
 
 def inventory_hosts(inventory: Path) -> list[str]:
-    """Every host of a YAML inventory, in order, once."""
-    doc = yaml.safe_load(inventory.read_text()) or {}
-    seen: dict[str, None] = {}
-
-    def walk(group: dict[str, object]) -> None:
-        hosts = group.get("hosts") or {}
-        if isinstance(hosts, dict):
-            seen.update(dict.fromkeys(str(h) for h in hosts))
-        children = group.get("children") or {}
-        if isinstance(children, dict):
-            for child in children.values():
-                if isinstance(child, dict):
-                    walk(child)
-
-    walk(doc.get("all") or {})
-    return list(seen)
+    """Every host of a ptc YAML inventory, in order, once."""
+    return list(Hosts.from_inventory(yaml.safe_load(inventory.read_text()) or {}).hosts)
 
 
 def _reach(ssh_config: Path, host: str) -> None:
