@@ -15,7 +15,7 @@ from elastic.errors import InputError, NotFoundError
 from elastic.testbed import experiment as experiments
 from elastic.testbed import lifecycle
 
-PORTAL_8X25 = RECORDINGS / "recorded_cloudlab_portal_manifest_8x25.xml"
+PORTAL_8X25 = RECORDINGS / "reconstructed_cloudlab_portal_manifest_8x25.xml"
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
-"""CloudLabBackend against RECORDED aggregate responses (CloudLab is unreachable from here).
+"""CloudLabBackend against RECONSTRUCTED aggregate responses (CloudLab is unreachable from here).
 
 The real geni-lib aggregate code runs (``geni.aggregate.cloudlab.Utah`` -> AM API v2 ->
 ``geni.minigcf.amapi2``); only its network call ``_rpcpost`` is replaced by
 ``FakeAggregateTransport``, which decodes the XML-RPC request geni-lib built and replays the
-recorded response for that method through XML-RPC marshalling. The geni-lib context is a fake
+reconstructed response for that method through XML-RPC marshalling. The geni-lib context is a fake
 with the attributes the AM calls read (credential paths, users).
 """
 
@@ -26,17 +26,17 @@ from elastic.testbed.backends.cloudlab import CloudLabBackend
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 
-MANIFEST = (RECORDINGS / "recorded_cloudlab_utah_manifest.xml").read_text()
+MANIFEST = (RECORDINGS / "reconstructed_cloudlab_utah_manifest.xml").read_text()
 SLICE_URN = "urn:publicid:IDN+utah.cloudlab.us:ptc+slice+ptc-demo"
 
 
-def recorded(name: str) -> list[dict[str, Any]]:
-    data: dict[str, Any] = json.loads((RECORDINGS / f"recorded_am_{name}.json").read_text())
+def reconstructed(name: str) -> list[dict[str, Any]]:
+    data: dict[str, Any] = json.loads((RECORDINGS / f"reconstructed_am_{name}.json").read_text())
     return list(data["responses"])
 
 
 class FakeAggregateTransport:
-    """Replaces geni-lib's HTTPS post: replays recorded AM responses per XML-RPC method."""
+    """Replaces geni-lib's HTTPS post: replays reconstructed AM responses per XML-RPC method."""
 
     def __init__(self, script: dict[str, list[dict[str, Any]]]) -> None:
         self.script = script
@@ -47,7 +47,7 @@ class FakeAggregateTransport:
         self.calls.append((method, url, params))
         queue = self.script.get(method)
         if not queue:
-            raise AssertionError(f"no recorded response for {method}")
+            raise AssertionError(f"no reconstructed response for {method}")
         response = queue.pop(0) if len(queue) > 1 else queue[0]  # the last one repeats
         if response.get("value") == "@manifest":
             response = {**response, "value": MANIFEST}
@@ -77,7 +77,7 @@ class FakeContext:
 
     def __init__(self, tmp: Path, slices: dict[str, Any] | None = None) -> None:
         for name in ("slice-cred.xml", "user-cred.xml", "bob.pub"):
-            (tmp / name).write_text(f"<recorded {name}/>")
+            (tmp / name).write_text(f"<fake {name}/>")
         self.cf = FakeFramework(tmp, slices or {})
         self.usercred_path = str(tmp / "user-cred.xml")
         self._users = [SimpleNamespace(name="bob", urn="urn:bob", _keys=[str(tmp / "bob.pub")])]
@@ -105,10 +105,10 @@ def transport(monkeypatch: pytest.MonkeyPatch) -> FakeAggregateTransport:
 
     fake = FakeAggregateTransport(
         {
-            "CreateSliver": recorded("createsliver"),
-            "SliverStatus": recorded("sliverstatus_ready"),
-            "ListResources": recorded("listresources"),
-            "DeleteSliver": recorded("deletesliver"),
+            "CreateSliver": reconstructed("createsliver"),
+            "SliverStatus": reconstructed("sliverstatus_ready"),
+            "ListResources": reconstructed("listresources"),
+            "DeleteSliver": reconstructed("deletesliver"),
         }
     )
     monkeypatch.setattr(amapi2, "_rpcpost", fake)
@@ -148,7 +148,7 @@ def request_topology() -> rspec.Topology:
     return rspec.parse_manifest(MANIFEST.encode())
 
 
-def test_recorded_create_returns_manifest_after_polling(
+def test_reconstructed_create_returns_manifest_after_polling(
     tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
 ) -> None:
     probed: list[tuple[str, int]] = []
@@ -193,10 +193,10 @@ def test_existing_slice_is_reused(
     assert ctx.cf.created == []
 
 
-def test_recorded_failed_status_is_a_clear_error_and_cleans_up(
+def test_reconstructed_failed_status_is_a_clear_error_and_cleans_up(
     tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
 ) -> None:
-    transport.script["SliverStatus"] = recorded("sliverstatus_failed")
+    transport.script["SliverStatus"] = reconstructed("sliverstatus_failed")
     b, _, _ = backend(tmp_path)
     with pytest.raises(PtcError) as info:
         b.create(exp, request_topology())
@@ -206,10 +206,10 @@ def test_recorded_failed_status_is_a_clear_error_and_cleans_up(
     assert transport.methods()[-1] == "DeleteSliver"
 
 
-def test_recorded_stuck_status_times_out_and_cleans_up(
+def test_reconstructed_stuck_status_times_out_and_cleans_up(
     tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
 ) -> None:
-    transport.script["SliverStatus"] = recorded("sliverstatus_stuck")
+    transport.script["SliverStatus"] = reconstructed("sliverstatus_stuck")
     b, _, _ = backend(tmp_path, ready_timeout=60)
     with pytest.raises(PtcError, match=r"not ready after 60s \(last status: changing, 0/3"):
         b.create(exp, request_topology())
@@ -217,10 +217,10 @@ def test_recorded_stuck_status_times_out_and_cleans_up(
     assert transport.methods()[-1] == "DeleteSliver"
 
 
-def test_recorded_createsliver_refusal_names_the_reason(
+def test_reconstructed_createsliver_refusal_names_the_reason(
     tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
 ) -> None:
-    transport.script["CreateSliver"] = recorded("createsliver_insufficient_nodes")
+    transport.script["CreateSliver"] = reconstructed("createsliver_insufficient_nodes")
     b, _, _ = backend(tmp_path)
     with pytest.raises(PtcError, match="Insufficient nodes of type m510"):
         b.create(exp, request_topology())
@@ -241,14 +241,14 @@ def test_ssh_timeout_names_the_silent_nodes(
     assert transport.methods()[-1] == "DeleteSliver"
 
 
-def test_recorded_delete_and_delete_twice(
+def test_reconstructed_delete_and_delete_twice(
     tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
 ) -> None:
     b, _, _ = backend(tmp_path)
     b.delete(exp)
     assert transport.calls[-1][0] == "DeleteSliver"
     assert transport.calls[-1][2][0] == SLICE_URN
-    transport.script["DeleteSliver"] = recorded("deletesliver_searchfailed")
+    transport.script["DeleteSliver"] = reconstructed("deletesliver_searchfailed")
     b.delete(exp)  # already gone: no error
 
 
@@ -270,7 +270,7 @@ def test_status_maps_slivers_to_nodes(
     tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
 ) -> None:
     exp.manifest_path.write_text(MANIFEST)
-    transport.script["SliverStatus"] = recorded("sliverstatus_failed")[1:]
+    transport.script["SliverStatus"] = reconstructed("sliverstatus_failed")[1:]
     b, _, _ = backend(tmp_path)
     assert b.status(exp) == {"head": "ready", "node-0": "failed", "node-1": "ready"}
 
@@ -279,7 +279,7 @@ def test_status_of_a_missing_sliver(
     tmp_path: Path, transport: FakeAggregateTransport, exp: Experiment
 ) -> None:
     exp.manifest_path.write_text(MANIFEST)
-    transport.script["SliverStatus"] = recorded("deletesliver_searchfailed")
+    transport.script["SliverStatus"] = reconstructed("deletesliver_searchfailed")
     b, _, _ = backend(tmp_path)
     assert b.status(exp) == {"head": "missing", "node-0": "missing", "node-1": "missing"}
 

@@ -18,17 +18,17 @@ from elastic.testbed import rspec
 from elastic.testbed.inventory import Reach, build_inventory, load_groups_file
 from elastic.testbed.topology import Login, Topology
 
-RECORDED = RECORDINGS / "recorded_cloudlab_utah_manifest.xml"
+RECONSTRUCTED = RECORDINGS / "reconstructed_cloudlab_utah_manifest.xml"
 
 
-def recorded() -> Topology:
-    return rspec.parse_manifest(RECORDED.read_bytes())
+def reconstructed() -> Topology:
+    return rspec.parse_manifest(RECONSTRUCTED.read_bytes())
 
 
 def build(
     tmp_path: Path, t: Topology, testbed: str = "cloudlab", **choices: Any
 ) -> tuple[Path, dict[str, Any]]:
-    """The inventory of ``t``; the recorded manifest lists alice's and bob's logins: alice."""
+    """The inventory of ``t``; the reconstructed manifest lists alice's and bob's logins: alice."""
     out = tmp_path / "inv"
     if any(len(n.logins) > 1 for n in t.nodes) and "user" not in choices:
         choices["user"] = "alice"
@@ -40,8 +40,8 @@ def members(inv: dict[str, Any], group: str) -> list[str]:
     return list(inv["all"]["children"][group]["hosts"])
 
 
-def test_groups_from_recorded_manifest(tmp_path: Path) -> None:
-    _, inv = build(tmp_path, recorded())
+def test_groups_from_reconstructed_manifest(tmp_path: Path) -> None:
+    _, inv = build(tmp_path, reconstructed())
     for group in ("slurm_controller", "slurm_dbd", "nfs_server", "config_server"):
         assert members(inv, group) == ["head"]
     for group in ("slurm_compute", "nfs_client"):
@@ -53,7 +53,7 @@ def test_groups_from_recorded_manifest(tmp_path: Path) -> None:
 
 
 def test_host_vars(tmp_path: Path) -> None:
-    _, inv = build(tmp_path, recorded())
+    _, inv = build(tmp_path, reconstructed())
     hv = inv["all"]["hosts"]["node-1"]
     assert hv == {
         "ansible_host": "ms1039.utah.cloudlab.us",
@@ -66,7 +66,7 @@ def test_host_vars(tmp_path: Path) -> None:
 
 
 def test_all_vars(tmp_path: Path) -> None:
-    out, inv = build(tmp_path, recorded())
+    out, inv = build(tmp_path, reconstructed())
     av = inv["all"]["vars"]
     assert av["ptc_testbed"] == "cloudlab"
     assert av["ptc_lan_subnet"] == "10.10.1.0/24"
@@ -75,7 +75,7 @@ def test_all_vars(tmp_path: Path) -> None:
 
 
 def test_groups_are_copied_from_the_manifest_not_guessed(tmp_path: Path) -> None:
-    t = recorded()
+    t = reconstructed()
     t.node("node-1").execute.clear()  # named like a compute node, but the manifest says nothing
     _, inv = build(tmp_path, t)
     assert members(inv, "slurm_compute") == ["node-0"]
@@ -84,7 +84,7 @@ def test_groups_are_copied_from_the_manifest_not_guessed(tmp_path: Path) -> None
 
 def test_lan_reach_for_an_inventory_built_on_a_node(tmp_path: Path) -> None:
     out = tmp_path / "inv"
-    build_inventory(recorded(), out, Path("/root/.ssh/id_ed25519"), "cloudlab", Reach.LAN)
+    build_inventory(reconstructed(), out, Path("/root/.ssh/id_ed25519"), "cloudlab", Reach.LAN)
     inv = yaml.safe_load((out / "hosts.yml").read_text())
     hv = inv["all"]["hosts"]["node-1"]
     assert (hv["ansible_host"], hv["ansible_port"], hv["ansible_user"]) == ("10.10.1.3", 22, "root")
@@ -92,7 +92,7 @@ def test_lan_reach_for_an_inventory_built_on_a_node(tmp_path: Path) -> None:
 
 
 def test_lan_reach_refuses_a_node_without_lan_address(tmp_path: Path) -> None:
-    t = recorded()
+    t = reconstructed()
     t.node("node-0").interfaces.clear()
     with pytest.raises(InputError, match="node-0"):
         build_inventory(t, tmp_path / "inv", tmp_path / "key", "cloudlab", Reach.LAN)
@@ -126,7 +126,7 @@ def test_groups_by_execute_service_and_multi_lan_addresses(tmp_path: Path) -> No
 
 
 def test_ssh_config_entries(tmp_path: Path) -> None:
-    out, _ = build(tmp_path, recorded())
+    out, _ = build(tmp_path, reconstructed())
     text = (out / "ssh_config").read_text()
     assert (
         "Host node-0\n    HostName ms1012.utah.cloudlab.us\n    Port 22\n    User alice\n" in text
@@ -136,7 +136,7 @@ def test_ssh_config_entries(tmp_path: Path) -> None:
 
 
 def test_ssh_config_is_understood_by_ssh(tmp_path: Path) -> None:
-    out, _ = build(tmp_path, recorded())
+    out, _ = build(tmp_path, reconstructed())
     proc = subprocess.run(
         ["ssh", "-G", "-F", str(out / "ssh_config"), "node-1"],
         capture_output=True,
@@ -150,7 +150,7 @@ def test_ssh_config_is_understood_by_ssh(tmp_path: Path) -> None:
 
 
 def test_group_vars_copied_with_testbed_file(tmp_path: Path) -> None:
-    out, _ = build(tmp_path, recorded(), "local")
+    out, _ = build(tmp_path, reconstructed(), "local")
     gv = out / "group_vars" / "all"
     repo = paths.REPO_ROOT / "inventories" / "group_vars"
     expected = {p.name for p in (repo / "all").glob("*.yml")} | {"testbed.yml"}
@@ -159,15 +159,15 @@ def test_group_vars_copied_with_testbed_file(tmp_path: Path) -> None:
 
 
 def test_stale_group_vars_are_removed(tmp_path: Path) -> None:
-    out, _ = build(tmp_path, recorded())
+    out, _ = build(tmp_path, reconstructed())
     stale = out / "group_vars" / "all" / "stale.yml"
     stale.write_text("x: 1\n")
-    build(tmp_path, recorded())
+    build(tmp_path, reconstructed())
     assert not stale.exists()
 
 
 def test_manifest_without_logins_is_an_error(tmp_path: Path) -> None:
-    t = recorded()
+    t = reconstructed()
     for node in t.nodes:
         node.login = None
         node.other_logins.clear()
@@ -177,11 +177,11 @@ def test_manifest_without_logins_is_an_error(tmp_path: Path) -> None:
 
 def test_bad_testbed_name(tmp_path: Path) -> None:
     with pytest.raises(PtcError, match="testbed name"):
-        build(tmp_path, recorded(), "../etc")
+        build(tmp_path, reconstructed(), "../etc")
 
 
 def test_ansible_reads_the_inventory(tmp_path: Path) -> None:
-    out, _ = build(tmp_path, recorded())
+    out, _ = build(tmp_path, reconstructed())
     exe = Path(paths.REPO_ROOT / ".venv" / "bin" / "ansible-inventory")
     if not exe.exists():
         pytest.skip("ansible-inventory not installed in the venv")
@@ -199,7 +199,7 @@ def test_ansible_reads_the_inventory(tmp_path: Path) -> None:
 
 # --- whose login: a portal manifest lists every project member's ---------------------------
 
-PORTAL_8X25 = RECORDINGS / "recorded_cloudlab_portal_manifest_8x25.xml"
+PORTAL_8X25 = RECORDINGS / "reconstructed_cloudlab_portal_manifest_8x25.xml"
 
 
 def portal() -> Topology:
@@ -217,7 +217,7 @@ def context_file(tmp_path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def test_recorded_portal_manifest_has_many_logins_and_no_ptc_groups() -> None:
+def test_reconstructed_portal_manifest_has_many_logins_and_no_ptc_groups() -> None:
     t = portal()
     assert len(t.nodes) == 8
     assert all(len(n.logins) == 25 for n in t.nodes)
@@ -238,7 +238,7 @@ def test_many_logins_and_no_hint_is_refused_clearly(tmp_path: Path) -> None:
 
 def test_the_two_user_recording_is_ambiguous_too(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"2 users .*alice, bob"):
-        build_inventory(recorded(), tmp_path / "inv", tmp_path / "key", "cloudlab")
+        build_inventory(reconstructed(), tmp_path / "inv", tmp_path / "key", "cloudlab")
 
 
 def test_explicit_user_is_used_on_every_host(tmp_path: Path) -> None:
@@ -315,7 +315,7 @@ def test_nodes_are_mapped_to_groups_explicitly(tmp_path: Path) -> None:
 
 
 def test_a_mapping_replaces_the_manifest_groups_of_that_node(tmp_path: Path) -> None:
-    _, inv = build(tmp_path, recorded(), groups={"node-1": ["slurm_compute"]})
+    _, inv = build(tmp_path, reconstructed(), groups={"node-1": ["slurm_compute"]})
     assert members(inv, "slurm_compute") == ["node-0", "node-1"]
     assert members(inv, "nfs_client") == ["node-0"]
 

@@ -26,7 +26,7 @@ from elastic.testbed.topology import (
     Topology,
 )
 
-RECORDED = RECORDINGS / "recorded_cloudlab_utah_manifest.xml"
+RECONSTRUCTED = RECORDINGS / "reconstructed_cloudlab_utah_manifest.xml"
 
 
 def lan_topology() -> Topology:
@@ -41,11 +41,11 @@ def lan_topology() -> Topology:
     return Topology(nodes, [Link("lan", [f"{n.client_id}:if1" for n in nodes])], {"n": "2"})
 
 
-# --- parsing the recorded CloudLab manifest ------------------------------------------------
+# --- parsing the reconstructed CloudLab manifest ------------------------------------------------
 
 
-def test_recorded_cloudlab_manifest_parses() -> None:
-    t = rspec.parse_manifest(RECORDED.read_bytes())
+def test_reconstructed_cloudlab_manifest_parses() -> None:
+    t = rspec.parse_manifest(RECONSTRUCTED.read_bytes())
     rspec.validate(t)
     head = t.node("head")
     assert head.component_id == "urn:publicid:IDN+utah.cloudlab.us+node+ms1041"
@@ -61,7 +61,7 @@ def test_recorded_cloudlab_manifest_parses() -> None:
 
 
 def test_manifest_parameters_come_from_element_text() -> None:
-    t = rspec.parse_manifest(RECORDED.read_bytes())
+    t = rspec.parse_manifest(RECONSTRUCTED.read_bytes())
     assert t.parameters["computeNodeCount"] == "2"
     assert t.parameters["hardwareType"] == "m510"
     assert t.parameters["iacRepo"] == ""
@@ -69,12 +69,12 @@ def test_manifest_parameters_come_from_element_text() -> None:
 
 
 def test_prefer_user_picks_that_login() -> None:
-    t = rspec.parse_manifest(RECORDED.read_bytes(), prefer_user="bob")
+    t = rspec.parse_manifest(RECONSTRUCTED.read_bytes(), prefer_user="bob")
     assert {n.login.username for n in t.nodes if n.login} == {"bob"}
 
 
-def test_recorded_manifest_round_trips() -> None:
-    t = rspec.parse_manifest(RECORDED.read_bytes())
+def test_reconstructed_manifest_round_trips() -> None:
+    t = rspec.parse_manifest(RECONSTRUCTED.read_bytes())
     assert rspec.parse_manifest(rspec.write_manifest(t)) == t
 
 
@@ -84,7 +84,7 @@ def test_parse_rejects_garbage_and_wrong_roots() -> None:
     with pytest.raises(PtcError, match="root element"):
         rspec.parse_request(b"<foo/>")
     with pytest.raises(PtcError, match="expected a request"):
-        rspec.parse_request(RECORDED.read_bytes())
+        rspec.parse_request(RECONSTRUCTED.read_bytes())
 
 
 def test_node_without_client_id_names_the_line() -> None:
