@@ -171,16 +171,27 @@ def test_a_frozen_node_is_reported_failed_by_its_deadline(exp: Path, ptc: Any) -
 
 
 def test_a_node_frozen_mid_command_is_reported_failed(exp: Path, ptc: Any) -> None:
+    """The node is frozen only once the command is seen running on it, and the command would
+    finish well inside the timeout if it were not: only the freeze can make it time out (a busy
+    machine once let a short command finish before `podman pause` had taken)."""
     victim = container("node-6")
+    marker = "/tmp/ptc-frozen-test-started"
+    podman("exec", victim, "rm", "-f", marker)
     run = subprocess.Popen(
-        [*PTC_CLI, "run", NAME, "node-6", "--timeout", "8", "--json", "--", "sleep 4; echo done"],
+        [*PTC_CLI, "run", NAME, "node-6", "--timeout", "40", "--json", "--",
+         f"touch {marker}; sleep 25; echo done"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
         cwd=REPO,
     )  # fmt: skip
     try:
-        time.sleep(2)
+        deadline = time.monotonic() + 60
+        while subprocess.run(
+            ["podman", "exec", victim, "test", "-e", marker], capture_output=True, timeout=60
+        ).returncode:
+            assert run.poll() is None and time.monotonic() < deadline, "the command never started"
+            time.sleep(0.3)
         podman("pause", victim)
-        out, err = run.communicate(timeout=120)
+        out, err = run.communicate(timeout=180)
     finally:
         podman("unpause", victim)
     assert run.returncode == RemoteError.exit_code, err

@@ -33,6 +33,7 @@ from elastic.testbed.backends.local import (
     links,
     network,
     podman,
+    privileges,
 )
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
@@ -356,7 +357,7 @@ class LocalBackend:
             f"{podman.LABEL}={exp.name}",
             "--label",
             f"{NODE_LABEL}={node.client_id}",
-            "--privileged",
+            *privileges.container_args(),
             "--systemd=always",
             "--no-hosts",
             "--network",
