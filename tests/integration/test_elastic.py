@@ -19,6 +19,7 @@ import json
 import math
 import os
 import shlex
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -538,3 +539,60 @@ def test_tokens_never_reach_the_deploy_logs(cluster: Path) -> None:
         if path.is_file():
             text = path.read_text(errors="replace")
             assert not any(t in text for t in tokens), f"a token is in {path}"
+
+
+# -- last: the partition powers its machines (a redeploy switches the setting) ---------------
+def machines_running(nodes: list[str]) -> dict[str, bool]:
+    """Whether each node's container runs, as the host sees it (not over SSH)."""
+    out = {}
+    for node in nodes:
+        proc = subprocess.run(
+            ["podman", "inspect", "--format", "{{.State.Running}}", f"ptc-{NAME}-{node}"],
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        out[node] = proc.stdout.strip() == "true"
+    return out
+
+
+def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them(
+    cluster: Path, ptc: Any
+) -> None:
+    """``elastic_node_operation=power``: the pool's machines run only while Slurm uses them.
+    After the redeploy the client's loop stops the free pool nodes Slurm holds powered down;
+    a job's resume starts exactly its nodes' containers through the testbed's control service
+    (the others stay stopped), and the suspend stops them again."""
+    expdir = cluster
+    wait_for("every node back in the pool, idle~", lambda: all_back_in_pool(expdir), 240, 5)
+    args = ["deploy", NAME]
+    for extra in [*EXTRAVARS, "elastic_node_operation=power"]:
+        args += ["-e", extra]
+    proc = ptc(*args)
+    assert proc.returncode == 0, f"ptc deploy {NAME} failed:\n{proc.stderr[-6000:]}"
+    wait_for(
+        "the pool's machines stopped",
+        lambda: not any(machines_running(NODES).values()),
+        180,
+        5,
+    )
+    job_id = sbatch(expdir, "-N2", until_mark("power", "srun hostname"))
+    info = wait_for(
+        f"job {job_id} to run", lambda: (j := job(expdir, job_id)).get("JobState") == "RUNNING" and j,
+        300,
+    )  # fmt: skip
+    used = expand(expdir, info["NodeList"])
+    running = machines_running(NODES)
+    assert sorted(n for n, up in running.items() if up) == sorted(used), running
+    mark(expdir, "power")
+    done = wait_for(
+        "the job to complete",
+        lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
+        240,
+    )
+    assert done["exit"] == "0:0", done
+    wait_for("the nodes back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 120)
+    wait_for(
+        "the used machines stopped again",
+        lambda: not any(machines_running(used).values()),
+        120,
+        5,
+    )
