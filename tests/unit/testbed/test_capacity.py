@@ -1,0 +1,259 @@
+"""The local testbed's size and books: settings, counting, reservations, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from elastic.errors import InputError, PtcError
+from elastic.testbed import capacity, lifecycle
+from elastic.testbed import experiment as experiments
+from elastic.testbed.capacity import Machine, NoMachines
+from elastic.testbed.experiment import Experiment
+from elastic.testbed.topology import Topology
+
+REAL_LISTING = capacity.listing  # the conftest swaps it for an empty one in every test
+PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm_cluster.py"
+
+# `podman ps -a --format json` as podman 4.3 prints it (trimmed to the fields read).
+LISTING = json.dumps(
+    [
+        {
+            "Names": ["ptc-alpha-head"],
+            "Labels": {"io.ptc.experiment": "alpha", "io.ptc.node": "head", "io.ptc.testbed": "t"},
+            "State": "running",
+        },
+        {
+            "Names": ["ptc-alpha-node-0"],
+            "Labels": {"io.ptc.experiment": "alpha", "io.ptc.node": "node-0"},
+            "State": "exited",
+        },
+        {
+            "Names": ["ptc-beta-head"],
+            "Labels": {"io.ptc.experiment": "beta", "io.ptc.node": "head"},
+            "State": "running",
+        },
+    ]
+)
+
+
+@pytest.fixture
+def books(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Machine]:
+    """A testbed of 4 machines whose podman listing is this list (the test edits it)."""
+    monkeypatch.setenv(capacity.ENV, str(tmp_path / "tb"))
+    capacity.set_machines(4)
+    machines = capacity.parse_listing(LISTING)
+    monkeypatch.setattr(capacity, "listing", lambda testbed: list(machines))
+    return machines
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+
+def test_default_size_comes_from_memory_and_cpus() -> None:
+    assert capacity.default_machines("MemTotal:       24684092 kB\n", cpus=2) == 16
+    assert capacity.default_machines("MemTotal:       24684092 kB\n", cpus=1) == 8
+    assert capacity.default_machines("MemTotal:        2097152 kB\n", cpus=8) == 2
+    with pytest.raises(PtcError, match="MemTotal"):
+        capacity.default_machines("MemFree: 1 kB\n", cpus=2)
+
+
+def test_without_settings_the_default_is_used(tmp_path: Path) -> None:
+    size = capacity.settings()
+    assert (size.machines, size.from_file) == (capacity.default_machines(), False)
+    assert not (tmp_path / "testbed").exists()  # reading creates nothing
+
+
+def test_set_writes_the_settings_file(tmp_path: Path) -> None:
+    capacity.set_machines(5)
+    assert json.loads((tmp_path / "testbed" / "settings.json").read_text()) == {"machines": 5}
+    assert capacity.settings() == capacity.Settings(5, from_file=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"machines": "many"}', "'machines'"),
+        ('{"machines": 0}', "'machines'"),
+        ('{"machines": true}', "'machines'"),
+        ("{}", "'machines' is missing"),
+        ('{"machines": 3, "cpus": 2}', "'cpus'"),
+        ("[3]", "expected an object"),
+        ('{"machines": 3', "not JSON"),
+    ],
+)
+def test_a_bad_settings_file_is_an_error_naming_the_field(
+    tmp_path: Path, text: str, field: str
+) -> None:
+    path = tmp_path / "testbed" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(InputError, match=field) as info:
+        capacity.settings()
+    assert str(path) in str(info.value)
+
+
+def test_the_testbed_id_is_made_once(tmp_path: Path) -> None:
+    assert capacity.testbed_id(create=False) is None
+    made = capacity.testbed_id()
+    assert made and capacity.testbed_id() == made
+    assert (tmp_path / "testbed" / "id").read_text().strip() == made
+    assert capacity.label_args() == ["--label", f"io.ptc.testbed={made}"]
+
+
+# -- counting ---------------------------------------------------------------------------------
+
+
+def test_stopped_nodes_hold_machines_and_removed_ones_do_not(books: list[Machine]) -> None:
+    now = capacity.usage()
+    assert (now.machines, now.in_use, now.free) == (4, 3, 1)
+    assert now.holding("alpha").nodes == {"head": "running", "node-0": "stopped"}
+    books.remove(Machine("alpha", "node-0", "exited"))  # `podman rm`
+    assert capacity.usage().free == 2
+
+
+def test_listing_is_filtered_by_this_testbeds_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+
+    def fake_run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        asked.extend(args)
+        return subprocess.CompletedProcess(args, 0, stdout="[]\n", stderr="")
+
+    monkeypatch.setattr(capacity.podman, "run", fake_run)
+    assert REAL_LISTING("abc123") == []
+    assert f"label={capacity.LABEL}=abc123" in asked and "-a" in asked
+
+
+# -- reservations -----------------------------------------------------------------------------
+
+
+def test_a_reservation_holds_machines_until_the_block_ends(books: list[Machine]) -> None:
+    with capacity.reserved("local", "gamma", ["head"]):
+        now = capacity.usage()
+        assert now.free == 0 and now.holding("gamma").machines == 1
+        with pytest.raises(NoMachines), capacity.reserved("local", "delta", ["head"]):
+            pass
+    assert capacity.usage().free == 1
+    assert json.loads(Path(os.environ[capacity.ENV], "reservations.json").read_text()) == []
+
+
+def test_a_node_counts_once_while_being_made(books: list[Machine]) -> None:
+    with capacity.reserved("local", "gamma", ["head"]):
+        books.append(Machine("gamma", "head", "running"))  # the container now exists
+        assert capacity.usage().holding("gamma").machines == 1
+        assert capacity.usage().free == 0
+
+
+def test_replacing_held_nodes_needs_no_more_machines(books: list[Machine]) -> None:
+    books.append(Machine("beta", "node-0", "running"))  # the testbed is full
+    with capacity.reserved("local", "beta", ["head", "node-0"]):
+        assert capacity.usage().holding("beta").machines == 2
+    refused = pytest.raises(NoMachines, match="'beta' needs 1 more machine,")
+    with refused, capacity.reserved("local", "beta", ["node-1"]):
+        pass
+
+
+def test_a_reservation_of_a_dead_process_is_dropped(books: list[Machine]) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    reused = capacity.Reservation("ghost", 1, os.getpid(), started=1)  # a reused pid
+    live = capacity.Reservation("busy", 1, os.getpid(), capacity._start_time(os.getpid()))
+    stale = capacity.Reservation("zombie", 3, dead.pid, None)
+    capacity._write_reservations([stale, reused, live])
+    now = capacity.usage()
+    assert [h.experiment for h in now.holdings] == ["alpha", "beta", "busy"]
+    with capacity.reserved("local", "gamma", []):
+        pass  # counting under the lock drops the stale ones for good
+    kept = json.loads(Path(os.environ[capacity.ENV], "reservations.json").read_text())
+    assert [r["experiment"] for r in kept] == ["busy"]
+
+
+def test_the_refusal_says_needed_free_and_who_holds_the_rest(books: list[Machine]) -> None:
+    with (
+        pytest.raises(NoMachines) as info,
+        capacity.reserved("local", "gamma", ["head", "node-0"]),
+    ):
+        raise AssertionError("the block must not run")
+    err = info.value
+    assert (err.needed, err.free) == (2, 1)
+    message = str(err)
+    assert "'gamma' needs 2 machines" in message and "1 free of 4" in message
+    assert "'alpha' holds 2 (1 running, 1 stopped)" in message
+    assert "'beta' holds 1 (1 running)" in message
+    assert err.exit_code == 3
+
+
+def test_other_testbeds_are_not_counted(books: list[Machine]) -> None:
+    with capacity.reserved("cloudlab", "big", [f"n{i}" for i in range(50)]):
+        assert capacity.usage().holding("big").machines == 0
+
+
+def test_set_below_what_is_in_use_is_refused(books: list[Machine]) -> None:
+    with pytest.raises(InputError, match="--machines 2 is below the 3 machines in use"):
+        capacity.set_machines(2)
+    assert capacity.settings().machines == 4
+    assert capacity.set_machines(3).free == 0
+
+
+# -- the lifecycle and the CLI ----------------------------------------------------------------
+
+
+class NeverBackend:
+    """A backend that fails the test if anything is created."""
+
+    def preflight(self) -> None:
+        pass
+
+    def claim_name(self, name: str) -> None:
+        pass
+
+    def create(self, exp: Experiment, request: Topology) -> bytes:
+        raise AssertionError("created despite too few machines")
+
+    def delete(self, exp: Experiment) -> None:
+        raise AssertionError("nothing to delete")
+
+
+def test_up_is_refused_before_anything_exists(
+    books: list[Machine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: NeverBackend())
+    with pytest.raises(NoMachines, match="needs 2 machines"):
+        lifecycle.up(PROFILE, {"computeNodeCount": "1"}, "gamma", "local")
+    assert not experiments.exists("gamma")
+    assert not (experiments.Experiment("gamma", "local", "").dir).exists()
+
+
+def test_cli_show_and_set(books: list[Machine]) -> None:
+    from elastic.cli import testbed as testbed_cli
+
+    runner = CliRunner()
+    shown = runner.invoke(testbed_cli.app, ["show", "--json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.output)
+    assert (data["machines"], data["in_use"], data["free"], data["sized"]) == (
+        4,
+        3,
+        1,
+        "settings",
+    )
+    assert data["experiments"][0] == {
+        "name": "alpha",
+        "machines": 2,
+        "nodes": {"head": "running", "node-0": "stopped"},
+        "creating": 0,
+    }
+    table = runner.invoke(testbed_cli.app, ["show"])
+    assert "alpha" in table.output and "node-0 (stopped)" in table.output
+    refused = runner.invoke(testbed_cli.app, ["set", "--machines", "1"])
+    assert isinstance(refused.exception, InputError)
+    assert "3 machines in use" in str(refused.exception)
+    assert runner.invoke(testbed_cli.app, ["set", "--machines", "0"]).exit_code == 2
