@@ -161,6 +161,54 @@ def test_replacing_held_nodes_needs_no_more_machines(books: list[Machine]) -> No
         pass
 
 
+# Another `ptc up` in its own process: it holds a reservation of the last free machine until its
+# stdin closes. Its podman listing is the same fake as the test's (it makes no container).
+HOLDER = """
+import sys
+from elastic.testbed import capacity
+from elastic.testbed.capacity import Machine
+capacity.listing = lambda testbed: [
+    Machine("alpha", "head", "running"), Machine("alpha", "node-0", "exited"),
+    Machine("beta", "head", "running"),
+]
+with capacity.reserved("local", "other", ["head"]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_two_processes_cannot_both_take_the_last_machine(books: list[Machine]) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        refused = pytest.raises(NoMachines, match="'other' holds 1 \\(1 being created\\)")
+        with refused, capacity.reserved("local", "gamma", ["head"]):
+            raise AssertionError("the last machine was given twice")
+    finally:
+        holder.communicate("")
+    assert holder.returncode == 0
+    with capacity.reserved("local", "gamma", ["head"]):  # released when the other finished
+        assert capacity.usage().free == 0
+
+
+def test_a_reservation_of_a_killed_process_is_dropped(books: list[Machine]) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    assert capacity.usage().free == 0
+    holder.kill()  # a `ptc up` killed mid-creation never drops its own reservation
+    holder.wait()
+    with capacity.reserved("local", "gamma", ["head"]):
+        assert [h.experiment for h in capacity.usage().holdings] == ["alpha", "beta", "gamma"]
+
+
 def test_a_reservation_of_a_dead_process_is_dropped(books: list[Machine]) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
