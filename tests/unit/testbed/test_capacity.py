@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from elastic import atomic
 from elastic.errors import InputError, PtcError
-from elastic.testbed import capacity, lifecycle
+from elastic.testbed import capacity, lifecycle, rspec
 from elastic.testbed import experiment as experiments
 from elastic.testbed.capacity import Machine, NoMachines
+from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Topology
+from elastic.testbed.render import render_profile
+from elastic.testbed.topology import Login, Topology
 
 REAL_LISTING = capacity.listing  # the conftest swaps it for an empty one in every test
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm_cluster.py"
@@ -255,7 +258,10 @@ def test_set_below_what_is_in_use_is_refused(books: list[Machine]) -> None:
 
 
 class NeverBackend:
-    """A backend that fails the test if anything is created."""
+    """A backend that fails the test if anything is created; it only replaces held nodes."""
+
+    def __init__(self) -> None:
+        self.replaced: list[str] = []
 
     def preflight(self) -> None:
         pass
@@ -268,6 +274,57 @@ class NeverBackend:
 
     def delete(self, exp: Experiment) -> None:
         raise AssertionError("nothing to delete")
+
+    def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
+        raise AssertionError("nodes added despite too few machines")
+
+    def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        self.replaced = nodes
+        return exp.manifest()
+
+
+def on_disk(name: str, compute: int) -> Experiment:
+    """A ready slurm_cluster.py experiment as `ptc up` leaves it (its containers: the books)."""
+    params = {"computeNodeCount": str(compute)}
+    exp = Experiment(name, "local", str(PROFILE), params, state="ready")
+    exp.dir.mkdir(parents=True)
+    exp.save()
+    request_xml = render_profile(PROFILE, params)
+    atomic.write_bytes(exp.request_path, request_xml)
+    manifest = rspec.parse_request(request_xml)
+    for port, node in enumerate(manifest.nodes, start=2200):
+        node.login = Login("127.0.0.1", port, "root")
+    atomic.write_bytes(exp.manifest_path, rspec.write_manifest(manifest))
+    return exp
+
+
+def test_modify_adding_more_than_is_free_is_refused(
+    books: list[Machine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exp = on_disk("alpha", 1)
+    before = {p: p.read_bytes() for p in exp.dir.rglob("*") if p.is_file()}
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: NeverBackend())
+    with pytest.raises(NoMachines, match=r"'alpha' needs 2 more machines.*1 free of 4"):
+        lifecycle.modify("alpha", {"computeNodeCount": "3"})
+    assert {p: p.read_bytes() for p in exp.dir.rglob("*") if p.is_file()} == before
+    assert experiments.load("alpha").state == "ready"
+
+
+def test_replace_needs_a_machine_only_for_a_node_whose_container_is_gone(
+    books: list[Machine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    on_disk("alpha", 1)
+    backend = NeverBackend()
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
+    books.append(Machine("gamma", "head", "running"))  # the testbed is full
+    lifecycle.replace_nodes("alpha", ["node-0"])  # held while stopped: replaced in place
+    assert backend.replaced == ["node-0"]
+    books.remove(Machine("alpha", "node-0", "exited"))
+    books.append(Machine("gamma", "node-0", "running"))  # full again, node-0's machine taken
+    backend.replaced = []
+    with pytest.raises(NoMachines, match="'alpha' needs 1 more machine,"):
+        lifecycle.replace_nodes("alpha", ["node-0"])
+    assert backend.replaced == []
 
 
 def test_up_is_refused_before_anything_exists(
