@@ -23,7 +23,7 @@ from typing import NamedTuple
 from elastic import atomic, paths
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
-from elastic.testbed import known_hosts, rspec
+from elastic.testbed import capacity, known_hosts, rspec
 from elastic.testbed.backends.local import (
     DOMAIN,
     etc_hosts,
@@ -357,6 +357,7 @@ class LocalBackend:
             f"{podman.LABEL}={exp.name}",
             "--label",
             f"{NODE_LABEL}={node.client_id}",
+            *capacity.label_args(),  # the machine it takes from the testbed's count
             *privileges.container_args(),
             "--systemd=always",
             "--no-hosts",
