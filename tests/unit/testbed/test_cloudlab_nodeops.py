@@ -22,6 +22,7 @@ from test_cloudlab_backend import MANIFEST, SLICE_URN, FakeClock, FakeContext
 from testbed_support import SLURM_PROFILE
 
 from elastic.errors import InputError, PtcError, TestbedError
+from elastic.events import Event, Kind, collect
 from elastic.testbed import genilib_compat, rspec
 from elastic.testbed.backends.cloudlab import CloudLabBackend, host_keys
 from elastic.testbed.experiment import Experiment
@@ -113,7 +114,7 @@ def test_power_off_stops_each_named_sliver_with_the_slice_credential(
     assert cred["geni_value"].data == b"<fake slice-cred.xml/>"
     assert fake.state[SLIVER["node-0"]] == "stopped"
     assert fake.state[SLIVER["head"]] == "started"  # an unnamed node is not touched
-    assert "power_off node-0 (geni_stop)" in out.getvalue()
+    assert "power_off node-0: geni_stop done" in out.getvalue()
 
 
 def test_power_on_starts_waits_until_ready_and_for_ssh(
@@ -131,6 +132,28 @@ def test_power_on_starts_waits_until_ready_and_for_ssh(
     assert "power_on: 1/1 nodes ready" in out.getvalue()
 
 
+def test_each_step_reports_begin_and_end_with_its_duration(
+    tmp_path: Path, fake: FakeCloudLabAggregate, exp: Experiment
+) -> None:
+    fake.state[SLIVER["node-1"]] = "stopped"
+    events: list[Event] = []
+    b = CloudLabBackend(
+        "utah",
+        on_event=collect(events),
+        context=V3Context(tmp_path),
+        probe=lambda host, port, timeout: True,
+        sleep=FakeClock().sleep,
+        poll_interval=10,
+    )
+    b.power_on(exp, ["node-1"])
+    ends = [e for e in events if e.kind == Kind.END]
+    assert [e.data["step"] for e in ends] == ["geni_start", "booting", "ssh"]
+    assert all(e.data["nodes"] == ["node-1"] for e in ends)
+    assert all(isinstance(e.data["seconds"], float) for e in ends)
+    begins = [e.data["step"] for e in events if e.kind == Kind.BEGIN]
+    assert begins == ["geni_start", "booting", "ssh"]
+
+
 def test_power_on_of_a_running_node_does_nothing(
     tmp_path: Path, fake: FakeCloudLabAggregate, exp: Experiment
 ) -> None:
@@ -138,7 +161,7 @@ def test_power_on_of_a_running_node_does_nothing(
     b.power_on(exp, ["node-0"])  # running: the aggregate refuses geni_start, which means done
     assert fake.actions() == [("geni_start", [SLIVER["node-0"]])]
     assert fake.state[SLIVER["node-0"]] == "started"
-    assert "node-0: nothing to do" in out.getvalue()
+    assert "power_on node-0: geni_start nothing to do" in out.getvalue()
 
 
 def test_power_off_twice_is_fine(

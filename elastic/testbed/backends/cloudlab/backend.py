@@ -122,6 +122,10 @@ class CloudLabBackend:
                 ) from err
         return self._context
 
+    def now(self) -> float:
+        """The backend's clock (monotonic seconds), for the duration of each step."""
+        return self._clock()
+
     def _username(self, ctx: Any) -> str | None:
         users = list(getattr(ctx, "_users", []) or [])
         return getattr(users[0], "name", None) if users else getattr(ctx, "uname", None)

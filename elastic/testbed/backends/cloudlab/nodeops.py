@@ -24,7 +24,8 @@ credential, which must be the one the experiment's slice was made with.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from elastic.errors import InputError, TestbedError
@@ -91,17 +92,38 @@ def act(backend: CloudLabBackend, exp: Experiment, nodes: Sequence[str], operati
     sname = slice_name(exp.name)
     ctx = backend.context()
     for node in chosen:
-        backend.report.begin(f"CloudLab {backend.site}: {operation} {node.client_id} ({action})")
-        refusal = _poa(backend, ctx, sname, action, node.sliver_id or "", node.client_id, operation)
-        if refusal is not None:
-            if already is None or already not in refusal:
-                raise TestbedError(
-                    f"CloudLab {backend.site}: {operation} of node {node.client_id} failed at "
-                    f"{action}: the aggregate refused: {refusal}"
-                )
-            backend.report.end(f"{node.client_id}: nothing to do (the aggregate says {refusal!r})")
-            continue
-        backend.report.end(f"CloudLab {backend.site}: {operation} {node.client_id} done")
+        with step(backend, operation, [node.client_id], action) as said:
+            refusal = _poa(
+                backend, ctx, sname, action, node.sliver_id or "", node.client_id, operation
+            )
+            if refusal is not None:
+                if already is None or already not in refusal:
+                    raise TestbedError(
+                        f"CloudLab {backend.site}: {operation} of node {node.client_id} failed "
+                        f"at {action}: the aggregate refused: {refusal}"
+                    )
+                said.append(f"nothing to do (the aggregate says {refusal!r})")
+
+
+@contextmanager
+def step(
+    backend: CloudLabBackend, operation: str, nodes: Sequence[str], name: str
+) -> Iterator[list[str]]:
+    """A begin and an end event around one step, the end carrying its duration in seconds.
+    Whatever the step appends to the yielded list is said in the end event."""
+    where = f"CloudLab {backend.site}: {operation} {', '.join(nodes)}"
+    backend.report.begin(f"{where}: {name}", operation=operation, nodes=list(nodes), step=name)
+    started = backend.now()
+    said: list[str] = []
+    yield said
+    seconds = round(backend.now() - started, 3)
+    backend.report.end(
+        f"{where}: {name} {'; '.join(said) or 'done'} ({seconds:.1f} s)",
+        operation=operation,
+        nodes=list(nodes),
+        step=name,
+        seconds=seconds,
+    )
 
 
 def _poa(
@@ -143,8 +165,11 @@ def power_off(backend: CloudLabBackend, exp: Experiment, nodes: list[str]) -> No
 def power_on(backend: CloudLabBackend, exp: Experiment, nodes: list[str]) -> None:
     act(backend, exp, nodes, "power_on")
     chosen = manifest_nodes(exp, nodes, "power_on")
-    backend.wait_slivers_ready(exp, chosen, "power_on")
-    backend.wait_ssh(Topology(nodes=chosen, links=[]))
+    names = [n.client_id for n in chosen]
+    with step(backend, "power_on", names, "booting"):
+        backend.wait_slivers_ready(exp, chosen, "power_on")
+    with step(backend, "power_on", names, "ssh"):
+        backend.wait_ssh(Topology(nodes=chosen, links=[]))
 
 
 def reload(backend: CloudLabBackend, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
@@ -155,10 +180,14 @@ def reload(backend: CloudLabBackend, exp: Experiment, request: Topology, nodes: 
 
     act(backend, exp, nodes, "reload")
     chosen = manifest_nodes(exp, nodes, "reload")
-    backend.wait_slivers_ready(exp, chosen, "reload")
-    manifest = backend.fetch_manifest(backend.context(), slice_name(exp.name))
+    names = [n.client_id for n in chosen]
+    with step(backend, "reload", names, "booting"):
+        backend.wait_slivers_ready(exp, chosen, "reload")
+    with step(backend, "reload", names, "manifest"):
+        manifest = backend.fetch_manifest(backend.context(), slice_name(exp.name))
     fresh = [n for n in rspec.parse_manifest(manifest).nodes if n.client_id in set(nodes)]
-    backend.wait_ssh(Topology(nodes=fresh, links=[]))
+    with step(backend, "reload", names, "ssh"):
+        backend.wait_ssh(Topology(nodes=fresh, links=[]))
     forget_host_keys(backend, exp, [*chosen, *fresh])
     return manifest
 
