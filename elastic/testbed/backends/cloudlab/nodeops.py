@@ -10,10 +10,13 @@ What ProtoGENI's aggregate (which CloudLab runs) does with them, from its AM v3 
   sliver is SEARCHFAILED, an unknown action REFUSED ("Invalid operational action"). Stop keeps
   the node's disk; reload loads the image afresh and keeps the node's name and addresses.
 - ``Delete`` accepts only the slice URN: a list of sliver URNs is REFUSED ("Must pass only slice
-  URN"). One node cannot leave a running experiment that way, so ``release`` is refused here.
+  URN"), as its ``GetVersion`` announces (``geni_single_allocation``: a slice's slivers are
+  provisioned, renewed and deleted together). One node cannot leave a running experiment that
+  way, so ``release`` is refused here. (geni-lib's ``AMAPIv3.delete`` would not even report the
+  refusal on Python 3: its error path calls ``dict.has_key``.)
 - ``Allocate`` on a slice that has a sliver merges a *disjoint* request into it: any client_id
   of the sliver (a node, a link or an interface) in the new request is an error ("New rspec is
-  not disjoint from sliver"), so a new node cannot join the experiment's existing LAN. The
+  not disjoint from sliver"; ``GetVersion`` says ``geni_allocate: geni_disjoint``), so a new node cannot join the experiment's existing LAN. The
   whole-sliver ``Update`` that could do it is not among geni-lib's calls, so ``allocate`` is
   refused here too.
 
