@@ -12,6 +12,8 @@ of its own the way ProtoGENI's AM v3 server is written to answer:
   empty URN list BADARGS "Empty URN List".
 - ``Delete`` with anything but the slice URN: REFUSED "Must pass only slice URN".
 - A credential other than the slice's: FORBIDDEN "Credential does not match the URN".
+- While the slice is locked (``busy_answers`` > 0, one answer each): BUSY, as the aggregate
+  answers while another operation holds the slice's lock. The text is this fake's own.
 - ``SliverStatus`` (AM v2) per sliver from that state: a started or reloaded node reports
   ``changing`` for ``boot_polls`` polls, then ``ready``; a stopped one ``stopped``.
 - ``ListResources`` (AM v2) with a slice: the manifest it was given.
@@ -27,7 +29,7 @@ from typing import Any
 from elastic.testbed import rspec
 
 SUCCESS, BADARGS, FORBIDDEN, REFUSED, SEARCHFAILED = 0, 1, 3, 7, 12
-UNSUPPORTED = 13
+UNSUPPORTED, BUSY = 13, 14
 
 _ACTIONS = {
     "geni_start": "start",
@@ -73,6 +75,7 @@ class FakeCloudLabAggregate:
         self.booting: dict[str, int] = {}
         self.failing: dict[str, str] = {}  # sliver -> error it reports after booting
         self.refuse_everything: dict[str, Any] | None = None
+        self.busy_answers = 0
         self.reloads: list[str] = []
         self.calls: list[tuple[str, str, tuple[Any, ...]]] = []
 
@@ -115,6 +118,9 @@ class FakeCloudLabAggregate:
             return _answer(BADARGS, output="Empty URN List")
         if not self._credential_ok(creds):
             return _answer(FORBIDDEN, output="Credential does not match the URN")
+        if self.busy_answers > 0:
+            self.busy_answers -= 1
+            return _answer(BUSY, output="slice is busy (fake)")
         verb = _ACTIONS.get(action)
         if verb is None:
             return _answer(REFUSED, output="Invalid operational action")

@@ -284,6 +284,28 @@ def test_a_wrong_credential_is_forbidden_naming_the_node(
     assert fake.state[SLIVER["node-0"]] == "started"
 
 
+def test_a_busy_slice_is_asked_again_until_it_answers(
+    tmp_path: Path, fake: FakeCloudLabAggregate, exp: Experiment
+) -> None:
+    fake.busy_answers = 2
+    b, out, _ = make_backend(tmp_path)
+    b.power_off(exp, ["node-0"])
+    assert fake.actions() == [("geni_stop", [SLIVER["node-0"]])] * 3
+    assert fake.state[SLIVER["node-0"]] == "stopped"
+    assert out.getvalue().count("the aggregate is busy") == 2
+
+
+def test_a_slice_busy_past_the_timeout_is_an_error_naming_the_node(
+    tmp_path: Path, fake: FakeCloudLabAggregate, exp: Experiment
+) -> None:
+    fake.busy_answers = 100
+    b, _, _ = make_backend(tmp_path, ready_timeout=30)
+    with pytest.raises(TestbedError, match=r"power_off of node node-0 failed at geni_stop: .*busy"):
+        b.power_off(exp, ["node-0"])
+    assert len(fake.actions()) == 4  # t = 0, 10, 20, 30
+    assert fake.state[SLIVER["node-0"]] == "started"
+
+
 def test_a_sliver_the_aggregate_does_not_know_is_named(
     tmp_path: Path, fake: FakeCloudLabAggregate, exp: Experiment
 ) -> None:

@@ -126,6 +126,9 @@ class CloudLabBackend:
         """The backend's clock (monotonic seconds), for the duration of each step."""
         return self._clock()
 
+    def sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
+
     def _username(self, ctx: Any) -> str | None:
         users = list(getattr(ctx, "_users", []) or [])
         return getattr(users[0], "name", None) if users else getattr(ctx, "uname", None)

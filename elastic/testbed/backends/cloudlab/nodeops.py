@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from elastic.testbed.backends.cloudlab.backend import CloudLabBackend
 
 GENI_REFUSED = 7  # AM API: the aggregate will not do it (wrong state, unsupported form)
+GENI_BUSY = 14  # AM API: the slice is locked by another operation; try again
 
 # What each operation asks of PerformOperationalAction, and the refusal that means the node is
 # already where the operation would put it (so the operation has nothing to do).
@@ -143,15 +144,24 @@ def _poa(
     from geni.aggregate.apis import AMAPIv3
     from geni.aggregate.exceptions import AMError
 
-    try:
-        AMAPIv3.poa(ctx, backend.aggregate.urlv3, sname, action, [sliver])
-    except AMError as err:
-        if geni_code(err) == GENI_REFUSED:
-            return str(err)
-        raise TestbedError(
-            f"CloudLab {backend.site}: {operation} of node {node} failed at {action}: {err}"
-        ) from err
-    return None
+    deadline = backend.now() + backend.ready_timeout
+    while True:
+        try:
+            AMAPIv3.poa(ctx, backend.aggregate.urlv3, sname, action, [sliver])
+        except AMError as err:
+            code = geni_code(err)
+            if code == GENI_REFUSED:
+                return str(err)
+            # The aggregate answers BUSY while another operation (or the monitor that follows
+            # a boot) holds the slice's lock: the same call goes through once it is released.
+            if code == GENI_BUSY and backend.now() < deadline:
+                backend.report.status(f"{node}: {action}: the aggregate is busy ({err}); again")
+                backend.sleep(backend.poll_interval)
+                continue
+            raise TestbedError(
+                f"CloudLab {backend.site}: {operation} of node {node} failed at {action}: {err}"
+            ) from err
+        return None
 
 
 def geni_code(err: Exception) -> int | None:
