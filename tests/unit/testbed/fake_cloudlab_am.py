@@ -15,7 +15,8 @@ of its own the way ProtoGENI's AM v3 server is written to answer:
 - While the slice is locked (``busy_answers`` > 0, one answer each): BUSY, as the aggregate
   answers while another operation holds the slice's lock. The text is this fake's own.
 - ``SliverStatus`` (AM v2) per sliver from that state: a started or reloaded node reports
-  ``changing`` for ``boot_polls`` polls, then ``ready``; a stopped one ``stopped``.
+  ``changing`` for ``boot_polls`` polls, then ``ready``; a stopped one ``stopped`` (this fake's
+  word: the aggregate's AM v2 status reports a sliver's status, not whether it is stopped).
 - ``ListResources`` (AM v2) with a slice: the manifest it was given.
 
 It opens no socket: everything stays in this process.
