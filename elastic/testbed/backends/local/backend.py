@@ -310,8 +310,12 @@ class LocalBackend:
             if node.client_id in started:
                 continue
             name = container_name(exp.name, node.client_id)
-            current_hosts = podman.exec_(name, "cat", "/etc/hosts").stdout
-            _write_in(name, "/etc/hosts", etc_hosts.replace_block(current_hosts, hosts), mode="644")
+            # A powered-off node gets the new block when it is powered on.
+            if _power_state(podman.inspect(name)) == "running":
+                current_hosts = podman.exec_(name, "cat", "/etc/hosts").stdout
+                _write_in(
+                    name, "/etc/hosts", etc_hosts.replace_block(current_hosts, hosts), mode="644"
+                )
             geni = self._geni_dir(exp, node.client_id)
             atomic.write_json(geni / "params.json", _geni_params(exp, request))
             atomic.write_bytes(geni / "manifest.xml", xml)
