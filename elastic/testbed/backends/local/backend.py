@@ -572,7 +572,8 @@ class LocalBackend:
                             f"node {node}: the profile's Execute service failed "
                             f"(status {proc.stdout.strip()}):\n{log}"
                         )
-            time.sleep(0.5)
+            if pending:
+                time.sleep(0.5)
         if pending:
             raise TestbedError(
                 f"Execute services still running after {EXECUTE_TIMEOUT:.0f}s on: {', '.join(pending)}"
