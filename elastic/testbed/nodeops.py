@@ -3,19 +3,21 @@
 Each checks the node names against the experiment's manifest (an unknown node is refused,
 naming it, before anything changes), asks the experiment's backend, and reports events with
 the time of every step. The testbed is the truth of a node's power state: nothing is kept
-here."""
+here. Operations on one experiment run one at a time (a lock file in its directory), since
+each rewires the experiment's shared network namespace and records."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from elastic.errors import InputError, NotFoundError
 from elastic.events import OnEvent, Reporter
+from elastic.testbed import experiment as experiments
 from elastic.testbed import lifecycle, rspec
 from elastic.testbed.experiment import Experiment
-
-STATES = ("running", "stopped", "missing")
 
 
 def power_off(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
@@ -24,7 +26,8 @@ def power_off(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = 
     report = Reporter("power-off", on_event)
     started = time.monotonic()
     report.begin(f"{exp.name}: powering off {', '.join(chosen)}", total=len(chosen))
-    lifecycle.backend_for(exp, on_event).power_off(exp, chosen)
+    with _one_at_a_time(exp, "power off"):
+        lifecycle.backend_for(exp, on_event).power_off(exp, chosen)
     _end(report, started, chosen)
 
 
@@ -35,7 +38,8 @@ def power_on(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = N
     report = Reporter("power-on", on_event)
     started = time.monotonic()
     report.begin(f"{exp.name}: powering on {', '.join(chosen)}", total=len(chosen))
-    lifecycle.backend_for(exp, on_event).power_on(exp, chosen)
+    with _one_at_a_time(exp, "power on"):
+        lifecycle.backend_for(exp, on_event).power_on(exp, chosen)
     _end(report, started, chosen)
 
 
@@ -48,7 +52,8 @@ def reload(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = Non
     report.begin(f"{exp.name}: reloading {', '.join(chosen)}", total=len(chosen))
     # `ptc replace` is exactly this: new disks in the same places, the manifest, host keys
     # and inventory rewritten.
-    lifecycle.replace_nodes_of(exp, chosen, on_event)
+    with _one_at_a_time(exp, "reload"):
+        lifecycle.replace_nodes_of(experiments.load(exp.name), chosen, on_event)
     _end(report, started, chosen)
 
 
@@ -72,6 +77,21 @@ def _checked(exp: Experiment, nodes: Sequence[str], operation: str) -> list[str]
             f"{', '.join(map(repr, dict.fromkeys(unknown)))}; its nodes are {', '.join(known)}"
         )
     return list(dict.fromkeys(nodes))
+
+
+@contextlib.contextmanager
+def _one_at_a_time(exp: Experiment, operation: str) -> Iterator[None]:
+    """Hold the experiment's node-operation lock; then check again that it is ready (a
+    reload, a modify or a `ptc down` may have run while this waited)."""
+    with (exp.dir / "nodeops.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not experiments.exists(exp.name):
+                raise InputError(f"{operation}: experiment {exp.name!r} no longer exists")
+            _usable(experiments.load(exp.name), operation)
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _usable(exp: Experiment, operation: str) -> None:

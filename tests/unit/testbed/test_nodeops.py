@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +49,8 @@ class FakePodman:
     containers: dict[str, Container]
     calls: list[tuple[str, ...]] = field(default_factory=list)
     fail: str | None = None  # a subcommand that fails
+    hold: threading.Event | None = None  # a start waits for it
+    holding: threading.Event = field(default_factory=threading.Event)
     moves_port: bool = False
 
     def run(
@@ -61,6 +64,9 @@ class FakePodman:
         elif verb == "stop":
             self.containers[name].running = False
         elif verb == "start":
+            if self.hold is not None:
+                self.holding.set()
+                assert self.hold.wait(30)
             c = self.containers[name]
             c.running, c.pid = True, c.pid + 1000  # a new init, in a new network namespace
             if self.moves_port:
@@ -311,6 +317,7 @@ def test_states_keep_podmans_word_for_other_states(fake: tuple[FakePodman, Wirin
 def test_an_experiment_that_is_not_ready_is_refused(fake: tuple[FakePodman, Wiring]) -> None:
     exp, _ = made("busy", SLURM_PROFILE, {"computeNodeCount": "1"})
     exp.state = "modifying"
+    exp.save()
     with pytest.raises(InputError, match=r"power off: experiment 'busy' is modifying"):
         nodeops.power_off(exp, ["node-0"])
 
@@ -345,6 +352,29 @@ def test_reload_goes_the_replace_way_and_rewrites_inventory_and_host_keys(
     assert known_hosts.pinned(pins, "127.0.0.1", 2201) == [], "the old node's key is kept"
     assert known_hosts.pinned(pins, "127.0.0.1", 2200) == ["ssh-ed25519 AAAAkey-head"]
     assert events[-1].topic == "reload" and events[-1].kind is Kind.END
+
+
+def test_operations_on_one_experiment_run_one_at_a_time(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    """A power-off asked while a power-on is under way waits for it: they share the
+    experiment's namespace and records."""
+    podman, _ = fake
+    exp, request = made("serial", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request, node_0=False)
+    podman.hold = threading.Event()
+    on = threading.Thread(target=nodeops.power_on, args=(exp, ["node-0"]))
+    on.start()
+    assert podman.holding.wait(30)
+    off = threading.Thread(target=nodeops.power_off, args=(exp, ["head"]))
+    off.start()
+    off.join(1.0)  # time for the power-off to overtake, were nothing stopping it
+    podman.hold.set()
+    on.join(30)
+    off.join(30)
+    verbs = [c[0] for c in podman.calls]
+    assert verbs.index("stop") > max(i for i, v in enumerate(verbs) if v == "exec"), verbs
+    assert podman.verbs() == [("start", "ptc-serial-node-0"), ("stop", "ptc-serial-head")]
 
 
 def test_the_cli_shows_states_as_json_and_exits_2_on_an_unknown_node(
