@@ -216,6 +216,11 @@ class CloudLabBackend:
         """Refused before any call: the aggregate adds only requests disjoint from the sliver."""
         return nodeops.allocate(self, exp, request, nodes)
 
+    def power_states(self, exp: Experiment) -> dict[str, str]:
+        """The aggregate's word for each node: its sliver status does not say "stopped"
+        apart from other not-ready states, so this is ``status`` as it is."""
+        return self.status(exp)
+
     def status(self, exp: Experiment) -> dict[str, str]:
         from geni.aggregate.exceptions import AMError
 
