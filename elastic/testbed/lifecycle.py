@@ -16,7 +16,7 @@ from typing import Any
 from elastic import atomic
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.events import OnEvent, Reporter
-from elastic.testbed import backends, inventory, render, rspec
+from elastic.testbed import backends, capacity, inventory, render, rspec
 from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.base import Backend
@@ -55,20 +55,26 @@ def up(
     rendered = render.render_request(profile, params)
     request_xml, request = rendered.xml, rendered.topology
 
-    exp = Experiment(
-        name=name, testbed=testbed, profile=str(profile.resolve()), params=dict(params), site=site
-    )
-    exp.dir.mkdir(parents=True, exist_ok=False)
-    exp.save()
-    atomic.write_bytes(exp.request_path, request_xml)
-    _keygen(exp)
-    try:
-        manifest_xml = backend.create(exp, request)
-        atomic.write_bytes(exp.manifest_path, manifest_xml)
-        write_inventory(exp)
-    except BaseException as failure:
-        _discard(exp, backend, failure)
-        raise
+    # Refused here, before anything exists, when the testbed has too few free machines.
+    with capacity.reserved(testbed, name, [n.client_id for n in request.nodes]):
+        exp = Experiment(
+            name=name,
+            testbed=testbed,
+            profile=str(profile.resolve()),
+            params=dict(params),
+            site=site,
+        )
+        exp.dir.mkdir(parents=True, exist_ok=False)
+        exp.save()
+        atomic.write_bytes(exp.request_path, request_xml)
+        _keygen(exp)
+        try:
+            manifest_xml = backend.create(exp, request)
+            atomic.write_bytes(exp.manifest_path, manifest_xml)
+            write_inventory(exp)
+        except BaseException as failure:
+            _discard(exp, backend, failure)
+            raise
     exp.state = "ready"
     exp.save()
     return exp
@@ -107,14 +113,15 @@ def modify(
 
     backend = backend_for(exp, on_event)
     backend.preflight()
-    exp.state = "modifying"  # if ptc dies here, `ptc status` says so; `ptc down` still works
-    exp.save()
-    try:
-        manifest_xml = backend.modify(target, request, change)
-    except BaseException:
-        exp.state = "ready"
+    with capacity.reserved(exp.testbed, name, [n.client_id for n in change.added]):
+        exp.state = "modifying"  # if ptc dies here, `ptc status` says so; `ptc down` still works
         exp.save()
-        raise
+        try:
+            manifest_xml = backend.modify(target, request, change)
+        except BaseException:
+            exp.state = "ready"
+            exp.save()
+            raise
     atomic.write_bytes(exp.request_path, request_xml)
     atomic.write_bytes(exp.manifest_path, manifest_xml)
     target.save()
@@ -127,8 +134,15 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
 
     What a testbed's reload does to a failed machine: run `ptc deploy` afterwards to configure
     them. The other nodes are not touched."""
+    return replace_nodes_of(experiments.load(name), nodes, on_event)
+
+
+def replace_nodes_of(
+    exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+) -> Experiment:
+    """``replace_nodes`` for an experiment already loaded (a node reload goes this way)."""
     report = Reporter("replace", on_event)
-    exp = experiments.load(name)
+    name = exp.name
     if exp.adopted:
         raise InputError(
             f"experiment {name!r} was adopted from a saved manifest: reload the nodes in the "
@@ -150,19 +164,21 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
     backend = backend_for(exp, on_event)
     backend.preflight()
     report.status(f"{name}: replacing {', '.join(nodes)}")
-    exp.state = "modifying"
-    exp.save()
-    # A fresh node has a new host key: forgotten here on purpose, and said so. A backend that
-    # pins keys pins the new ones as it makes the nodes, so the old ones go first.
-    pins = exp.testbed in backends.PINS_HOST_KEYS
-    if pins:
-        _forget_host_keys(exp, old_logins)
-    try:
-        manifest_xml = backend.replace_nodes(exp, request, sorted(set(nodes)))
-        atomic.write_bytes(exp.manifest_path, manifest_xml)
-    finally:
-        exp.state = "ready"
+    # The replaced nodes keep their machines while they are made again; a missing one needs one.
+    with capacity.reserved(exp.testbed, name, nodes):
+        exp.state = "modifying"
         exp.save()
+        # A fresh node has a new host key: forgotten here on purpose, and said so. A backend
+        # that pins keys pins the new ones as it makes the nodes, so the old ones go first.
+        pins = exp.testbed in backends.PINS_HOST_KEYS
+        if pins:
+            _forget_host_keys(exp, old_logins)
+        try:
+            manifest_xml = backend.replace_nodes(exp, request, sorted(set(nodes)))
+            atomic.write_bytes(exp.manifest_path, manifest_xml)
+        finally:
+            exp.state = "ready"
+            exp.save()
     fresh = [n.login for n in rspec.parse_manifest(manifest_xml).nodes if n.client_id in nodes]
     if not pins:
         _forget_host_keys(exp, [lg for lg in [*old_logins, *fresh] if lg is not None])

@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 from naming import experiment_name
 
+from elastic.testbed import capacity
+
 REPO = Path(__file__).resolve().parents[2]
+SESSION_MACHINES = 64
 PTC = [sys.executable, "-m", "elastic.cli"]
 
 
@@ -77,6 +80,11 @@ def ptc_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ.setdefault(
         "CONTAINERS_CONF", str(REPO / "elastic/testbed/backends/local/containers.conf")
     )
+    # The session's own testbed, large enough for every module's experiments at once: the
+    # host's testbed is shared with other sessions and users. A test that wants a small one
+    # points PTC_TESTBED_DIR elsewhere for its own commands.
+    os.environ[capacity.ENV] = str(tmp_path_factory.mktemp("testbed"))
+    capacity.set_machines(SESSION_MACHINES)
     return home
 
 

@@ -171,15 +171,15 @@ def test_a_frozen_node_is_reported_failed_by_its_deadline(exp: Path, ptc: Any) -
 
 
 def test_a_node_frozen_mid_command_is_reported_failed(exp: Path, ptc: Any) -> None:
-    """The node is frozen only once the command is seen running on it, and the command would
-    finish well inside the timeout if it were not: only the freeze can make it time out (a busy
-    machine once let a short command finish before `podman pause` had taken)."""
+    """The node is frozen only once the command is seen running on it (a busy machine once let
+    a short command finish before `podman pause` had taken), and the command would finish well
+    inside the timeout if it were not: only the freeze can make it time out."""
     victim = container("node-6")
     marker = "/tmp/ptc-frozen-test-started"
     podman("exec", victim, "rm", "-f", marker)
     run = subprocess.Popen(
-        [*PTC_CLI, "run", NAME, "node-6", "--timeout", "40", "--json", "--",
-         f"touch {marker}; sleep 25; echo done"],
+        [*PTC_CLI, "run", NAME, "node-6", "--timeout", "12", "--json", "--",
+         f"touch {marker}; sleep 6; echo done"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
         cwd=REPO,
     )  # fmt: skip
@@ -195,7 +195,7 @@ def test_a_node_frozen_mid_command_is_reported_failed(exp: Path, ptc: Any) -> No
     finally:
         podman("unpause", victim)
     assert run.returncode == RemoteError.exit_code, err
-    assert json.loads(out)["results"][0]["failure"] == "timeout"
+    assert json.loads(out)["results"][0]["failure"] == "timeout", out
 
 
 def test_a_stopped_node_is_reported_failed(exp: Path, ptc: Any) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from elastic.testbed import capacity
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -14,4 +16,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PTC_HOME", str(home))
     # nor may a geni-lib context of the developer's (~/.bssw/geni/context.json) choose users
     monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
+    # nor may the machine-wide testbed's books; the fake backends here make no containers
+    monkeypatch.setenv(capacity.ENV, str(tmp_path / "testbed"))
+    monkeypatch.setattr(capacity, "listing", lambda testbed: [])
     return home

@@ -6,6 +6,10 @@ ensure the slice, ``createsliver`` with the rendered request, poll ``sliverstatu
 (or failed, or the timeout), fetch the final manifest with ``listresources``, then wait until
 every node's SSH port answers. On any failure the sliver is deleted again.
 
+Node operations (``power_off``, ``power_on``, ``reload``; ``replace_nodes`` is ``reload``) go
+through the AM API v3's ``PerformOperationalAction`` on each node's sliver URN; ``release`` and
+``allocate`` are refused before any call, saying why (see ``nodeops``).
+
 The manifest is returned as CloudLab sent it, except that the context user's ``<login>`` is
 moved first on every node (CloudLab lists one per project member), so downstream code that
 takes the first login SSHes in as the user who owns the key.
@@ -25,9 +29,10 @@ from lxml import etree
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter
 from elastic.testbed import genilib_compat, rspec
+from elastic.testbed.backends.cloudlab import nodeops
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Topology
+from elastic.testbed.topology import Node, Topology
 
 SITES = ("utah", "wisconsin", "clemson", "apt")
 _SITE_AM = {"utah": "Utah", "wisconsin": "Wisconsin", "clemson": "Clemson", "apt": "Apt"}
@@ -117,6 +122,13 @@ class CloudLabBackend:
                 ) from err
         return self._context
 
+    def now(self) -> float:
+        """The backend's clock (monotonic seconds), for the duration of each step."""
+        return self._clock()
+
+    def sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
+
     def _username(self, ctx: Any) -> str | None:
         users = list(getattr(ctx, "_users", []) or [])
         return getattr(users[0], "name", None) if users else getattr(ctx, "uname", None)
@@ -148,8 +160,8 @@ class CloudLabBackend:
             raise self._am_error(f"creating sliver {sname!r}", err) from err
         try:
             self._wait_ready(ctx, sname, len(request.nodes))
-            manifest = self._fetch_manifest(ctx, sname)
-            self._wait_ssh(rspec.parse_manifest(manifest))
+            manifest = self.fetch_manifest(ctx, sname)
+            self.wait_ssh(rspec.parse_manifest(manifest))
         except BaseException:
             self._delete_quietly(ctx, sname)
             raise
@@ -177,13 +189,37 @@ class CloudLabBackend:
         )
 
     def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
-        # Reloading a node's disk is a portal action, not one of the aggregate calls ptc makes;
-        # the node keeps its name and addresses there too, so the next step is the same.
-        raise TestbedError(
-            f"experiment {exp.name!r} is on CloudLab: reload {', '.join(nodes)} from the "
-            "experiment page (the node's menu, Reload), then run "
-            f"`ptc deploy {exp.name}` to configure the fresh node"
-        )
+        # A fresh disk with the same name and addresses is what the aggregate's reload does.
+        return self.reload(exp, request, nodes)
+
+    # --- node operations (AM API v3 PerformOperationalAction; see nodeops) -----------------
+
+    def power_off(self, exp: Experiment, nodes: list[str]) -> None:
+        """Stop the nodes (geni_stop); their disks are kept. A stopped node is left as it is."""
+        nodeops.power_off(self, exp, nodes)
+
+    def power_on(self, exp: Experiment, nodes: list[str]) -> None:
+        """Start the nodes (geni_start) and wait until the aggregate says ready and SSH answers.
+        A running node is left as it is."""
+        nodeops.power_on(self, exp, nodes)
+
+    def reload(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        """Fresh disks from the image (geni_reload), same names and addresses; returns the new
+        manifest. The nodes' old host keys are forgotten, saying so."""
+        return nodeops.reload(self, exp, request, nodes)
+
+    def release(self, exp: Experiment, nodes: list[str]) -> bytes:
+        """Refused before any call: the aggregate deletes only whole slices."""
+        return nodeops.release(self, exp, nodes)
+
+    def allocate(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        """Refused before any call: the aggregate adds only requests disjoint from the sliver."""
+        return nodeops.allocate(self, exp, request, nodes)
+
+    def power_states(self, exp: Experiment) -> dict[str, str]:
+        """The aggregate's word for each node: its sliver status does not say "stopped"
+        apart from other not-ready states, so this is ``status`` as it is."""
+        return self.status(exp)
 
     def status(self, exp: Experiment) -> dict[str, str]:
         from geni.aggregate.exceptions import AMError
@@ -247,7 +283,48 @@ class CloudLabBackend:
                 )
             self._sleep(self.poll_interval)
 
-    def _fetch_manifest(self, ctx: Any, sname: str) -> bytes:
+    def wait_slivers_ready(self, exp: Experiment, nodes: list[Node], operation: str) -> None:
+        """Poll the sliver's status until every one of ``nodes`` is ready again; a failed one or
+        the timeout is an error naming the nodes and the operation."""
+        from geni.aggregate.exceptions import AMError
+
+        sname = slice_name(exp.name)
+        ctx = self.context()
+        wanted = {n.sliver_id: n.client_id for n in nodes if n.sliver_id}
+        deadline = self._clock() + self.ready_timeout
+        while True:
+            try:
+                st = self.aggregate.sliverstatus(ctx, sname)
+            except AMError as err:
+                raise self._am_error(
+                    f"{operation} of {', '.join(wanted.values())}: sliverstatus", err
+                ) from err
+            states = {
+                wanted[r.get("geni_urn", "")]: (_state_word(r), r.get("geni_error") or "")
+                for r in st.get("geni_resources", [])
+                if r.get("geni_urn") in wanted
+            }
+            if failed := {c: e for c, (w, e) in states.items() if w == "failed"}:
+                detail = "; ".join(f"{c}: {e or 'failed'}" for c, e in failed.items())
+                raise TestbedError(
+                    f"CloudLab {self.site}: {operation} of node {', '.join(failed)} failed "
+                    f"while booting: {detail}"
+                )
+            pending = [c for c in wanted.values() if states.get(c, ("missing", ""))[0] != "ready"]
+            self.report.status(
+                f"CloudLab {self.site}: {operation}: {len(wanted) - len(pending)}/{len(wanted)} "
+                "nodes ready"
+            )
+            if not pending:
+                return
+            if self._clock() >= deadline:
+                raise TestbedError(
+                    f"CloudLab {self.site}: {operation} of node {', '.join(pending)}: not ready "
+                    f"after {self.ready_timeout:.0f}s"
+                )
+            self._sleep(self.poll_interval)
+
+    def fetch_manifest(self, ctx: Any, sname: str) -> bytes:
         from geni.aggregate.exceptions import AMError
 
         try:
@@ -257,7 +334,7 @@ class CloudLabBackend:
         xml = manifest.text if hasattr(manifest, "text") else str(manifest)
         return _user_login_first(xml.encode("utf-8"), self._username(ctx))
 
-    def _wait_ssh(self, manifest: Topology) -> None:
+    def wait_ssh(self, manifest: Topology) -> None:
         pending = {n.client_id: n.login for n in manifest.nodes if n.login is not None}
         deadline = self._clock() + self.ssh_timeout
         while pending:
