@@ -12,6 +12,7 @@ Layout of ``$PTC_HOME/experiments/NAME/``::
     datasets/         benchmark datasets
     shared/           (local testbed) the directory every node shares as /home and /opt/ptc
     nodes/NODE/       (local testbed) what the host keeps per node: geni-get data, blockstores
+    power-holds/      a file per process that needs the nodes up: powering off waits for none
 
 Every path below ``dir`` is a property here; nothing else joins paths onto ``dir``.
 """
@@ -54,6 +55,11 @@ class Experiment:
     @property
     def manifest_path(self) -> Path:
         return self.dir / "manifest.xml"
+
+    @property
+    def power_holds_dir(self) -> Path:
+        """One file per live process that needs the nodes up (a deploy, a verify)."""
+        return self.dir / "power-holds"
 
     @property
     def key_path(self) -> Path:

@@ -22,7 +22,7 @@ from elastic import atomic
 from elastic.errors import InputError, NotFoundError, TestbedError
 from elastic.events import Event, Kind, collect
 from elastic.testbed import experiment as experiments
-from elastic.testbed import known_hosts, lifecycle, nodeops, rspec
+from elastic.testbed import known_hosts, lifecycle, nodeops, power_hold, rspec
 from elastic.testbed.backends.local import backend as local
 from elastic.testbed.backends.local import links, network
 from elastic.testbed.experiment import Experiment
@@ -392,3 +392,50 @@ def test_the_cli_shows_states_as_json_and_exits_2_on_an_unknown_node(
     got = runner.invoke(node_cli.app, ["power-on", "cli", "nodex"])
     assert isinstance(got.exception, NotFoundError) and got.exception.exit_code == 2
     assert "no node 'nodex'" in str(got.exception)
+
+
+def test_a_hold_refuses_power_off_naming_the_holder_and_ends_with_it(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, _ = fake
+    exp, request = made("held", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    with power_hold.hold(exp, "deploy"):
+        with pytest.raises(power_hold.PowerHeld, match=r"held up by deploy \(pid \d+\)"):
+            nodeops.power_off(exp, ["node-0"])
+        assert podman.verbs() == [], "nothing was stopped under the hold"
+        nodeops.power_on(exp, ["node-0"])  # powering on is never held back
+    nodeops.power_off(exp, ["node-0"])
+    assert podman.verbs() == [("stop", "ptc-held-node-0")]
+    assert not list(exp.power_holds_dir.glob("*.json"))
+
+
+def test_a_dead_holder_holds_nothing(fake: tuple[FakePodman, Wiring]) -> None:
+    podman, _ = fake
+    exp, request = made("dead", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    atomic.write_json(
+        exp.power_holds_dir / "gone.json", {"pid": int(gone.stdout), "started": 1, "what": "deploy"}
+    )
+    (exp.power_holds_dir / "torn.json").write_text("{")
+    assert power_hold.holders(exp) == []
+    nodeops.power_off(exp, ["node-0"])
+    assert podman.verbs() == [("stop", "ptc-dead-node-0")]
+    assert not list(exp.power_holds_dir.iterdir()), "dead and torn holds are cleared"
+
+
+def test_awake_powers_on_the_stopped_nodes_and_holds_them_up_for_the_block(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, _ = fake
+    exp, request = made("awake", SLURM_PROFILE, {"computeNodeCount": "2"})
+    boot(podman, exp, request, node_1=False)
+    with nodeops.awake(exp, "deploy") as woken:
+        assert woken == ["node-1"]
+        assert nodeops.states(exp)["node-1"] == "running"
+        with pytest.raises(power_hold.PowerHeld):
+            nodeops.power_off(exp, ["node-1"])
+    assert nodeops.states(exp)["node-1"] == "running", "left on: the partition settles it"
+    nodeops.power_off(exp, ["node-1"])
+    assert nodeops.states(exp)["node-1"] == "stopped"
