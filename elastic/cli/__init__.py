@@ -33,6 +33,7 @@ def _register() -> None:
         sim,
     )
     from elastic.cli import config as config_cli
+    from elastic.cli import control as control_cli
 
     experiment.register(app)
     cluster.register(app)
@@ -45,6 +46,7 @@ def _register() -> None:
     demo.register(app)
     elastic.register(app)
     app.add_typer(config_cli.app, name="config", help="The configuration server (etcd).")
+    app.add_typer(control_cli.app, name="control", help="An experiment's testbed control service.")
 
 
 def main() -> None:

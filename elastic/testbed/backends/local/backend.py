@@ -41,6 +41,7 @@ from elastic.testbed.topology import Login, Node, Topology
 
 NODE_LABEL = "io.ptc.node"
 GENI_DIR = "/var/lib/ptc-geni"
+CONTROL_MOUNT = "/run/ptc-testbed"  # elastic.testbed.control.MOUNT
 SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
 
 BOOT_TIMEOUT = 120.0
@@ -58,6 +59,7 @@ def container_name(experiment: str, node: str) -> str:
 
 class LocalBackend:
     name = "local"
+    control_service = True  # nodes mount the host's control service (elastic.testbed.control)
 
     def __init__(self, site: str | None = None, on_event: OnEvent | None = None) -> None:
         if site:
@@ -345,6 +347,7 @@ class LocalBackend:
             geni / "execute.list", b"".join(s.command.encode() + b"\0" for s in node.execute)
         )
         (geni / "ready").unlink(missing_ok=True)
+        exp.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
         args = [
             "run",
@@ -370,6 +373,9 @@ class LocalBackend:
             f"{geni}:{GENI_DIR}:ro",
             "--volume",
             f"{shared}:{SHARED_MOUNT}",
+            # the control service's socket and credential, and nothing else of the host's
+            "--volume",
+            f"{exp.control_dir}:{CONTROL_MOUNT}:ro",
         ]
         for store in node.blockstores:
             if store.mount:
