@@ -15,6 +15,7 @@ for a different operation), 422 a malformed request naming the field. A failed o
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -233,12 +234,12 @@ def _run(settings: Settings, exp: Experiment, record: Record) -> Record:
     try:
         operation(exp, list(record.nodes), on_event=on_event)
     except Exception as err:  # every failure is recorded, so a retry replays it
-        data = events[-1].data if events else {}
+        node, step = _where(err, events)
         error = {
             "status": 404 if isinstance(err, InputError) else 502,
             "message": str(err),
-            "node": getattr(err, "node", None) or data.get("node"),
-            "step": getattr(err, "step", None) or data.get("step") or record.action,
+            "node": node,
+            "step": step or record.action,
         }
         log.info("request %s: failed: %s", record.id, err)
     steps = [_step(e, t) for e, t in zip(events, stamps, strict=True)]
@@ -246,6 +247,25 @@ def _run(settings: Settings, exp: Experiment, record: Record) -> Record:
     if error is None:
         log.info("request %s: done in %.1f s", record.id, record.seconds or 0.0)
     return record
+
+
+# how nodeops names the place of a failure: "node NODE: OPERATION: STEP failed: ..."
+_FAILED_AT = re.compile(r"^node (?P<node>\S+): [^:]+: (?P<step>[^:]+?) failed:")
+
+
+def _where(err: Exception, events: list[Event]) -> tuple[str | None, str | None]:
+    """The node and step of a failure: the error's own fields, else its message, else the last
+    event that named a node."""
+    node, step = getattr(err, "node", None), getattr(err, "step", None)
+    if match := _FAILED_AT.match(str(err)):
+        node, step = node or match["node"], step or match["step"]
+    for event in reversed(events):
+        if node is None and "node" in event.data:
+            node = str(event.data["node"])
+            step = step or event.data.get("step")
+        if node is not None:
+            break
+    return node, step
 
 
 def _step(event: Event, at: float) -> dict[str, Any]:

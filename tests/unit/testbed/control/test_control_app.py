@@ -11,6 +11,7 @@ import pytest
 from control_support import FakeNodeOps, make_experiment, secret, settings_for
 from fastapi.testclient import TestClient
 
+from elastic.errors import TestbedError
 from elastic.testbed.control import service
 from elastic.testbed.control.app import create_app
 from elastic.testbed.experiment import Experiment
@@ -274,3 +275,15 @@ def test_same_request_id_while_it_runs_waits_for_its_result(
     assert [a.status_code for a in answers] == [200, 200]
     assert sorted(a.json()["replayed"] for a in answers) == [False, True]
     assert ops.calls == [("power_off", ["node-0"])]
+
+
+def test_failure_place_read_from_nodeops_message(alpha: Experiment, ops: FakeNodeOps) -> None:
+    def fails(exp: Experiment, nodes: Any, on_event: Any = None) -> None:
+        raise TestbedError("node node-0: power on: podman start failed: no such container")
+
+    ops.power_on = fails  # type: ignore[method-assign]
+    answer = client(alpha, ops).post(
+        "/v1/operations", json=operate("power_on", ["node-0"]), headers=auth(alpha)
+    )
+    assert answer.status_code == 502
+    assert (answer.json()["node"], answer.json()["step"]) == ("node-0", "podman start")
