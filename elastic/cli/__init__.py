@@ -28,6 +28,7 @@ def _register() -> None:
         experiment,
         image,
         learn,
+        node,
         profile,
         remote,
         sim,
@@ -39,6 +40,7 @@ def _register() -> None:
     cluster.register(app)
     remote.register(app)
     app.add_typer(image.app, name="image", help="The local testbed's node image.")
+    app.add_typer(node.app, name="node", help="Power nodes off and on, reload their disks.")
     app.add_typer(profile.app, name="profile", help="Render and check geni-lib profiles.")
     app.add_typer(sim.app, name="sim", help="Simulate preemption policies on job traces.")
     app.add_typer(bench.app, name="bench", help="Benchmark campaigns through Slurm.")

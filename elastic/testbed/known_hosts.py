@@ -49,3 +49,15 @@ def pin(path: Path, host: str, port: int, keys: Sequence[str]) -> None:
     kept = [line for line in lines if pattern not in line.split(" ", 1)[0].split(",")]
     atomic.write_text(path, "\n".join([*kept, *(f"{pattern} {key}" for key in keys)]) + "\n")
     path.chmod(0o600)
+
+
+def pinned(path: Path, host: str, port: int) -> list[str]:
+    """The keys (``TYPE BASE64``) known for ``host`` on ``port``; none if the file is missing."""
+    pattern = host_pattern(host, port)
+    lines = path.read_text().splitlines() if path.is_file() else []
+    keys = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 3 and pattern in fields[0].split(","):
+            keys.append(f"{fields[1]} {fields[2]}")
+    return keys

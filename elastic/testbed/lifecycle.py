@@ -133,8 +133,15 @@ def replace_nodes(name: str, nodes: Sequence[str], on_event: OnEvent | None = No
 
     What a testbed's reload does to a failed machine: run `ptc deploy` afterwards to configure
     them. The other nodes are not touched."""
+    return replace_nodes_of(experiments.load(name), nodes, on_event)
+
+
+def replace_nodes_of(
+    exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+) -> Experiment:
+    """``replace_nodes`` for an experiment already loaded (a node reload goes this way)."""
     report = Reporter("replace", on_event)
-    exp = experiments.load(name)
+    name = exp.name
     if exp.adopted:
         raise InputError(
             f"experiment {name!r} was adopted from a saved manifest: reload the nodes in the "

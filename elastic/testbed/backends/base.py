@@ -40,6 +40,21 @@ class Backend(Protocol):
         """Release every resource of the experiment; safe to call twice."""
         ...
 
+    def power_off(self, exp: Experiment, nodes: list[str]) -> None:
+        """Stop ``nodes`` (known to the manifest) with their disks kept; a stopped one is left
+        alone. A TestbedError names the node and the step."""
+        ...
+
+    def power_on(self, exp: Experiment, nodes: list[str]) -> None:
+        """Start ``nodes`` from their kept disks, wired and reachable as before, with the host
+        keys pinned at creation; a running one is left alone. A TestbedError names the node
+        and the step."""
+        ...
+
+    def power_states(self, exp: Experiment) -> dict[str, str]:
+        """Map node client_id -> "running", "stopped" or "missing" (or the testbed's word)."""
+        ...
+
     def status(self, exp: Experiment) -> dict[str, str]:
         """Map node client_id -> a short state word ("ready", "stopped", "missing", ...)."""
         ...

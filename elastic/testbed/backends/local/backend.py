@@ -11,17 +11,20 @@ What a node gets, mirroring a CloudLab node:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import socket
+import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from elastic import atomic, paths
-from elastic.errors import InputError, TestbedError
+from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
 from elastic.testbed import known_hosts, rspec
 from elastic.testbed.backends.local import (
@@ -46,6 +49,7 @@ SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see
 
 BOOT_TIMEOUT = 120.0
 EXECUTE_TIMEOUT = 300.0
+STOP_GRACE = 10  # seconds systemd has to shut a node down before podman kills it
 
 
 class Started(NamedTuple):
@@ -120,13 +124,157 @@ class LocalBackend:
         nodes = [n.client_id for n in manifest.nodes] if manifest else []
         for node in nodes:
             info = podman.inspect(container_name(exp.name, node))
-            states[node] = "missing" if info is None else str(info["State"]["Status"])
+            states[node] = _power_state(info)
         for emulator in links.check(exp.dir):
             if not emulator.running and emulator.node in states:
                 states[emulator.node] += (
                     f", link emulator of {emulator.device} not running (pid {emulator.pid})"
                 )
         return states
+
+    # -- node power: a powered-off node is a stopped container ----------------------------
+
+    def power_states(self, exp: Experiment) -> dict[str, str]:
+        manifest = rspec.parse_manifest(exp.manifest())
+        return {
+            n.client_id: _power_state(podman.inspect(container_name(exp.name, n.client_id)))
+            for n in manifest.nodes
+        }
+
+    def power_off(self, exp: Experiment, nodes: list[str]) -> None:
+        """``podman stop`` each running node: systemd shuts down within ``STOP_GRACE``, the
+        container's disk stays, its memory and CPU go back to the host."""
+        steps = Steps(self.report, f"powering off {', '.join(nodes)}", len(nodes))
+        for node in nodes:
+            name = container_name(exp.name, node)
+            state = _power_state(podman.inspect(name))
+            if state == "missing":
+                raise TestbedError(f"node {node}: power off: its container {name} does not exist")
+            if state == "running":
+                steps.status(f"stopping {node}")
+                started = time.monotonic()
+                with _step("power off", node, "podman stop"):
+                    podman.run("stop", "--time", str(STOP_GRACE), name)
+                self._timed(node, "stop", started)
+                self._unwire(exp, node)
+            steps.advance(f"{node} {'off' if state == 'running' else 'was already ' + state}")
+        steps.finish(f"{len(nodes)} off")
+
+    def power_on(self, exp: Experiment, nodes: list[str]) -> None:
+        """``podman start`` each stopped node, then wire it as at creation.
+
+        The container comes back in a new network namespace, so its LAN interfaces and any
+        link shaping are attached again; its disk (host keys, /etc/hosts, the profile's
+        Execute status) is the one it had. A node that fails a step is stopped again, so a
+        retry starts from a clean stop."""
+        manifest = rspec.parse_manifest(exp.manifest())
+        xml = exp.manifest()
+        by_id = {n.client_id: n for n in manifest.nodes}
+        wires = network.plan(manifest)
+        steps = Steps(self.report, f"powering on {', '.join(nodes)}", len(nodes))
+        for node in nodes:
+            name = container_name(exp.name, node)
+            state = _power_state(podman.inspect(name))
+            if state == "missing":
+                raise TestbedError(f"node {node}: power on: its container {name} does not exist")
+            if state == "running":
+                steps.advance(f"{node} was already running")
+                continue
+            try:
+                self._power_on(exp, by_id[node], manifest, wires, xml, steps)
+            except BaseException:
+                self._stop_quietly(exp, node)
+                raise
+            steps.advance(f"{node} on")
+        steps.finish(f"{len(nodes)} on")
+
+    def _power_on(
+        self,
+        exp: Experiment,
+        node: Node,
+        manifest: Topology,
+        wires: list[network.Wire],
+        xml: bytes,
+        steps: Steps,
+    ) -> None:
+        name = container_name(exp.name, node.client_id)
+        login = node.login
+        assert login is not None  # the local testbed's manifest gives every node one
+        steps.status(f"starting {node.client_id}")
+        started = time.monotonic()
+        with _step("power on", node.client_id, "podman start"):
+            podman.run("start", name)
+            info = podman.inspect(name)
+            if info is None or not info["State"]["Running"]:
+                raise TestbedError(f"container {name} did not start")
+            pid = int(info["State"]["Pid"])
+            port = int(info["NetworkSettings"]["Ports"]["22/tcp"][0]["HostPort"])
+        if port != login.port:
+            raise TestbedError(
+                f"node {node.client_id}: power on: its SSH port moved from {login.port} to "
+                f"{port}, which the manifest and inventory do not say"
+            )
+        self._timed(node.client_id, "start", started)
+
+        started = time.monotonic()
+        mine = [w for w in wires if w.node == node.client_id]
+        with _step("power on", node.client_id, "wiring"):
+            self._unwire(exp, node.client_id)  # whatever an unclean stop left in the namespace
+            self._wire(exp, manifest, mine, {node.client_id: Started(pid, port)})
+        self._timed(node.client_id, "wire", started)
+
+        steps.status(f"waiting for sshd on {node.client_id}")
+        started = time.monotonic()
+        with _step("power on", node.client_id, "sshd"):
+            _wait_for_ssh(login.hostname, login.port, node.client_id)
+        with _step("power on", node.client_id, "host keys"):
+            found = known_hosts.public_keys(
+                podman.run("exec", name, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub").stdout,
+                node.client_id,
+            )
+        pinned = known_hosts.pinned(exp.inventory_dir / "known_hosts", login.hostname, login.port)
+        if sorted(found) != sorted(pinned):
+            raise TestbedError(
+                f"node {node.client_id}: power on: its host keys are not the ones pinned when "
+                f"it was made, so it is refused and stopped again "
+                f"(`ptc node reload {exp.name} {node.client_id}` gives it a fresh disk)"
+            )
+        self._timed(node.client_id, "sshd", started)
+
+        started = time.monotonic()
+        with _step("power on", node.client_id, "ready"):
+            # The manifest may have changed while the node was off (``ptc modify``).
+            current = podman.exec_(name, "cat", "/etc/hosts").stdout
+            hosts = etc_hosts.replace_block(current, etc_hosts.block(manifest, wires))
+            if hosts != current:
+                _write_in(name, "/etc/hosts", hosts, mode="644")
+            geni = self._geni_dir(exp, node.client_id)
+            atomic.write_bytes(geni / "manifest.xml", xml)
+            atomic.write_text(geni / "ready", f"{time.time()}\n")
+            # The Execute services ran once on this disk; the node's own unit skips them now.
+            self._wait_for_execute(exp, [node])
+        self._timed(node.client_id, "ready", started)
+
+    def _unwire(self, exp: Experiment, node: str) -> None:
+        """Take out what a stopped node leaves in the experiment's namespace: its shaping
+        detours and emulators, any veth end its namespace did not take along; unmark ready."""
+        links.release(exp.dir, exp.name, {node})
+        manifest = rspec.parse_manifest(exp.manifest())
+        ns = network.namespace(exp.name)
+        for wire in network.plan(manifest):
+            if wire.node == node:
+                device = links.devices(exp.name, wire)["node"]
+                subprocess.run(["ip", "-n", ns, "link", "delete", device],
+                               capture_output=True, check=False)  # fmt: skip
+        (self._geni_dir(exp, node) / "ready").unlink(missing_ok=True)
+
+    def _stop_quietly(self, exp: Experiment, node: str) -> None:
+        podman.run("stop", "--time", str(STOP_GRACE), container_name(exp.name, node), check=False)
+        self._unwire(exp, node)
+
+    def _timed(self, node: str, step: str, started: float) -> None:
+        seconds = time.monotonic() - started
+        self.report.status(f"{node}: {step} {seconds:.2f}s", node=node, step=step, seconds=seconds)
 
     def modify(self, exp: Experiment, request: Topology, change: Change) -> bytes:
         """Start the added nodes and wire them in, then release the removed ones.
@@ -437,6 +585,25 @@ class LocalBackend:
         path = exp.node_dir(node) / "geni"
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def _power_state(info: dict[str, Any] | None) -> str:
+    """ "running", "stopped" (podman's exited or stopped), "missing", or podman's own word."""
+    if info is None:
+        return "missing"
+    if info["State"]["Running"] and info["State"]["Status"] == "running":
+        return "running"
+    status = str(info["State"]["Status"])
+    return "stopped" if status in ("exited", "stopped") else status
+
+
+@contextlib.contextmanager
+def _step(operation: str, node: str, step: str) -> Iterator[None]:
+    """Name the node, the operation and the step in whatever fails inside."""
+    try:
+        yield
+    except PtcError as err:
+        raise TestbedError(f"node {node}: {operation}: {step} failed: {err}") from err
 
 
 def _geni_params(exp: Experiment, request: Topology) -> dict[str, str]:

@@ -1,0 +1,364 @@
+"""Node operations (power off/on, reload, states) against a fake podman.
+
+The fake stands in for the podman CLI only: it keeps each container's state, pid and port and
+answers the few commands the local backend sends. The wiring functions (``network.attach``,
+``links.apply``) are recorded, not run, so that a power-on can be compared with creation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import types
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testbed_support import SLURM_PROFILE, TEST_PROFILES
+from typer.testing import CliRunner
+
+from elastic import atomic
+from elastic.errors import InputError, NotFoundError, TestbedError
+from elastic.events import Event, Kind, collect
+from elastic.testbed import experiment as experiments
+from elastic.testbed import known_hosts, lifecycle, nodeops, rspec
+from elastic.testbed.backends.local import backend as local
+from elastic.testbed.backends.local import links, network
+from elastic.testbed.experiment import Experiment
+from elastic.testbed.render import render_request
+from elastic.testbed.topology import Login, Topology
+
+KEYS = "ssh-ed25519 AAAAkey-{node} root@{node}\n"
+
+
+@dataclass
+class Container:
+    running: bool
+    pid: int
+    port: int
+    status: str = ""
+    keys: str = ""
+    hosts: str = "127.0.0.1 localhost\n"
+
+
+@dataclass
+class FakePodman:
+    """The podman CLI, as far as node power goes: stop, start, inspect, exec."""
+
+    containers: dict[str, Container]
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+    fail: str | None = None  # a subcommand that fails
+    moves_port: bool = False
+
+    def run(
+        self, *args: str, check: bool = True, input: bytes | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args)
+        verb, name = args[0], args[-1]
+        out, rc = "", 0
+        if verb == self.fail:
+            rc = 125
+        elif verb == "stop":
+            self.containers[name].running = False
+        elif verb == "start":
+            c = self.containers[name]
+            c.running, c.pid = True, c.pid + 1000  # a new init, in a new network namespace
+            if self.moves_port:
+                c.port += 1
+        elif verb == "exec":
+            out, rc = self._exec(args, input)
+        if check and rc:
+            raise TestbedError(f"podman {' '.join(args[:2])} failed: fake failure")
+        return subprocess.CompletedProcess(["podman", *args], rc, out, "")
+
+    def _exec(self, args: tuple[str, ...], input: bytes | None) -> tuple[str, int]:
+        container = args[2] if args[1] == "-i" else args[1]
+        c = self.containers[container]
+        command = " ".join(args[2:])
+        if "ssh_host_" in command:
+            return c.keys, 0
+        if "execute.status" in command:
+            return "0\n", 0
+        if command.endswith("cat /etc/hosts"):
+            return c.hosts, 0
+        if "/etc/hosts" in command and input is not None:
+            c.hosts = input.decode()
+            return "", 0
+        raise AssertionError(f"unexpected podman exec {args}")
+
+    def inspect(self, name: str) -> dict[str, Any] | None:
+        c = self.containers.get(name)
+        if c is None:
+            return None
+        status = c.status or ("running" if c.running else "exited")
+        return {
+            "State": {"Running": c.running, "Status": status, "Pid": c.pid},
+            "NetworkSettings": {"Ports": {"22/tcp": [{"HostPort": str(c.port)}]}},
+        }
+
+    def verbs(self) -> list[tuple[str, str]]:
+        return [(c[0], c[-1]) for c in self.calls if c[0] in ("stop", "start")]
+
+
+@dataclass
+class Wiring:
+    attached: list[tuple[str, int, bool]] = field(default_factory=list)  # interface, pid, bridge
+    applied: list[tuple[list[links.Shaped], dict[str, int]]] = field(default_factory=list)
+    released: list[set[str]] = field(default_factory=list)
+    ssh_waits: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+def made(name: str, profile: Path, params: dict[str, str]) -> tuple[Experiment, Topology]:
+    """A ready local experiment as `ptc up` leaves it: manifest, inventory, pinned keys."""
+    exp = Experiment(name, "local", str(profile), params, state="ready")
+    exp.dir.mkdir(parents=True)
+    exp.save()
+    request = render_request(profile, params).topology
+    manifest = replace(request, nodes=[
+        replace(n, login=Login("127.0.0.1", 2200 + i, "root"))
+        for i, n in enumerate(request.nodes)
+    ])  # fmt: skip
+    atomic.write_bytes(exp.manifest_path, rspec.write_manifest(manifest))
+    exp.key_path.parent.mkdir(parents=True)
+    exp.key_path.with_suffix(".pub").write_text("ssh-ed25519 AAAAexp ptc\n")
+    lifecycle.write_inventory(exp)
+    for i, node in enumerate(request.nodes):
+        known_hosts.pin(
+            exp.inventory_dir / "known_hosts",
+            "127.0.0.1",
+            2200 + i,
+            known_hosts.public_keys(KEYS.format(node=node.client_id), node.client_id),
+        )
+    return exp, request
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> tuple[FakePodman, Wiring]:
+    podman = FakePodman({})
+    wiring = Wiring()
+    monkeypatch.setattr(local.podman, "run", podman.run)
+    monkeypatch.setattr(local.podman, "inspect", podman.inspect)
+    monkeypatch.setattr(
+        local.podman, "exec_", lambda name, *cmd, check=True: podman.run("exec", name, *cmd)
+    )
+
+    def attach(experiment: str, wire: network.Wire, pid: int, bridge: bool = True) -> None:
+        wiring.attached.append((wire.interface, pid, bridge))
+
+    def apply(exp_dir: Path, experiment: str, shaped: list[links.Shaped], pids: Any) -> None:
+        wiring.applied.append((shaped, dict(pids)))
+
+    def release(exp_dir: Path, experiment: str, nodes: set[str]) -> None:
+        wiring.released.append(set(nodes))
+
+    def wait_for_ssh(host: str, port: int, node: str) -> None:
+        wiring.ssh_waits.append((host, port, node))
+
+    monkeypatch.setattr(local.network, "attach", attach)
+    monkeypatch.setattr(local.links, "apply", apply)
+    monkeypatch.setattr(local.links, "release", release)
+    monkeypatch.setattr(local, "_wait_for_ssh", wait_for_ssh)
+    # the namespace's leftover veth ends are deleted with `ip`; nothing to delete here
+    monkeypatch.setattr(
+        local,
+        "subprocess",
+        types.SimpleNamespace(run=lambda *a, **k: subprocess.CompletedProcess(a, 0, "", "")),
+    )
+    monkeypatch.setattr(
+        lifecycle.backends,
+        "get",
+        lambda testbed, site=None, on_event=None: local.LocalBackend(None, on_event),
+    )
+    return podman, wiring
+
+
+def boot(podman: FakePodman, exp: Experiment, request: Topology, **running: bool) -> None:
+    for i, node in enumerate(request.nodes):
+        podman.containers[local.container_name(exp.name, node.client_id)] = Container(
+            running=running.get(node.client_id.replace("-", "_"), True),
+            pid=100 + i,
+            port=2200 + i,
+            keys=KEYS.format(node=node.client_id),
+        )
+
+
+def test_power_off_stops_running_nodes_only_and_undoes_their_wiring(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, wiring = fake
+    exp, request = made("off", SLURM_PROFILE, {"computeNodeCount": "2"})
+    boot(podman, exp, request, node_1=False)
+    ready = exp.node_dir("node-0") / "geni" / "ready"
+    ready.parent.mkdir(parents=True)
+    ready.write_text("1\n")
+    events: list[Event] = []
+    nodeops.power_off(exp, ["node-0", "node-1"], collect(events))
+    assert podman.verbs() == [("stop", "ptc-off-node-0")], "a stopped node is stopped again"
+    stop = next(c for c in podman.calls if c[0] == "stop")
+    assert stop[1:3] == ("--time", str(local.STOP_GRACE)), "systemd gets its grace to shut down"
+    assert {"node-0"} in wiring.released and not ready.exists()
+    assert nodeops.states(exp) == {"head": "running", "node-0": "stopped", "node-1": "stopped"}
+    timed = [e.data for e in events if e.kind is Kind.STATUS and "seconds" in e.data]
+    assert [(d["node"], d["step"]) for d in timed] == [("node-0", "stop")]
+    assert events[-1].topic == "power-off" and events[-1].kind is Kind.END
+
+
+def test_power_on_rewires_the_node_exactly_as_at_creation(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    """The shaped node's interfaces are attached again with its new pid, and the same shaping
+    (the plan made from the request at creation) is applied again."""
+    podman, wiring = fake
+    exp, request = made("on", TEST_PROFILES / "shaped_lan.py", {"latency": "20"})
+    boot(podman, exp, request, slow=False)
+    events: list[Event] = []
+    nodeops.power_on(exp, ["slow"], collect(events))
+
+    container = podman.containers["ptc-on-slow"]
+    assert podman.verbs() == [("start", "ptc-on-slow")] and container.running
+    wires = network.plan(request)
+    at_creation = links.plan(request, wires)
+    mine = [w for w in wires if w.node == "slow"]
+    shaped_here = {s.wire.interface for s in at_creation if s.wire.node == "slow"}
+    assert shaped_here, "the profile shapes slow's interface"
+    assert wiring.attached == [
+        (w.interface, container.pid, w.interface not in shaped_here) for w in mine
+    ]
+    [(shaped, pids)] = wiring.applied
+    assert shaped == [s for s in at_creation if s.wire.node == "slow"]
+    assert pids == {"slow": container.pid}
+    assert wiring.ssh_waits == [("127.0.0.1", container.port, "slow")]
+    assert (exp.node_dir("slow") / "geni" / "ready").is_file()
+    assert "10.80.0.1" in container.hosts, "/etc/hosts names the other nodes"
+    steps = [e.data["step"] for e in events if e.kind is Kind.STATUS and "step" in e.data]
+    assert steps == ["start", "wire", "sshd", "ready"]
+
+
+def test_power_on_of_a_running_node_does_nothing(fake: tuple[FakePodman, Wiring]) -> None:
+    podman, wiring = fake
+    exp, request = made("idem", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    nodeops.power_on(exp, ["node-0", "head"])
+    assert podman.verbs() == [] and wiring.attached == [] and wiring.ssh_waits == []
+
+
+def test_power_on_refuses_host_keys_that_are_not_the_pinned_ones(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, _ = fake
+    exp, request = made("keys", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request, node_0=False)
+    podman.containers["ptc-keys-node-0"].keys = KEYS.format(node="impostor")
+    with pytest.raises(TestbedError, match=r"node node-0: power on: its host keys are not"):
+        nodeops.power_on(exp, ["node-0"])
+    assert podman.verbs() == [("start", "ptc-keys-node-0"), ("stop", "ptc-keys-node-0")]
+    assert nodeops.states(exp)["node-0"] == "stopped", "a refused node is left powered off"
+
+
+def test_power_on_refuses_a_moved_ssh_port(fake: tuple[FakePodman, Wiring]) -> None:
+    podman, _ = fake
+    podman.moves_port = True
+    exp, request = made("port", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request, node_0=False)
+    with pytest.raises(TestbedError, match=r"node node-0: power on: its SSH port moved"):
+        nodeops.power_on(exp, ["node-0"])
+
+
+def test_a_failed_step_names_the_node_and_the_step(fake: tuple[FakePodman, Wiring]) -> None:
+    podman, _ = fake
+    podman.fail = "start"
+    exp, request = made("fails", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request, node_0=False)
+    with pytest.raises(TestbedError, match=r"node node-0: power on: podman start failed"):
+        nodeops.power_on(exp, ["node-0"])
+    podman.fail = "stop"
+    with pytest.raises(TestbedError, match=r"node head: power off: podman stop failed"):
+        nodeops.power_off(exp, ["head"])
+
+
+@pytest.mark.parametrize("operation", [nodeops.power_off, nodeops.power_on, nodeops.reload])
+def test_an_unknown_node_is_refused_before_anything_changes(
+    fake: tuple[FakePodman, Wiring], operation: Any
+) -> None:
+    podman, _ = fake
+    exp, request = made("unknown", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request, node_0=False)
+    before = sorted((p, p.read_bytes()) for p in exp.dir.rglob("*") if p.is_file())
+    with pytest.raises(NotFoundError, match=r"no node 'nodex'; its nodes are head, node-0"):
+        operation(exp, ["head", "nodex"])
+    assert podman.calls == []
+    assert sorted((p, p.read_bytes()) for p in exp.dir.rglob("*") if p.is_file()) == before
+
+
+def test_a_missing_container_is_named(fake: tuple[FakePodman, Wiring]) -> None:
+    podman, _ = fake
+    exp, request = made("gone", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    del podman.containers["ptc-gone-node-0"]
+    assert nodeops.states(exp) == {"head": "running", "node-0": "missing"}
+    with pytest.raises(TestbedError, match=r"node node-0: power on: its container .* not exist"):
+        nodeops.power_on(exp, ["node-0"])
+
+
+def test_states_keep_podmans_word_for_other_states(fake: tuple[FakePodman, Wiring]) -> None:
+    podman, _ = fake
+    exp, request = made("paused", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    podman.containers["ptc-paused-node-0"].status = "paused"
+    assert nodeops.states(exp) == {"head": "running", "node-0": "paused"}
+
+
+def test_an_experiment_that_is_not_ready_is_refused(fake: tuple[FakePodman, Wiring]) -> None:
+    exp, _ = made("busy", SLURM_PROFILE, {"computeNodeCount": "1"})
+    exp.state = "modifying"
+    with pytest.raises(InputError, match=r"power off: experiment 'busy' is modifying"):
+        nodeops.power_off(exp, ["node-0"])
+
+
+def test_reload_goes_the_replace_way_and_rewrites_inventory_and_host_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reload is `ptc replace`: the backend's replace_nodes, the new logins in the inventory,
+    the old host keys gone (a pinning backend pins the new ones as it makes the node)."""
+    exp, _ = made("reload", SLURM_PROFILE, {"computeNodeCount": "1"})
+    replaced: list[list[str]] = []
+
+    class Replacing:
+        def preflight(self) -> None:
+            pass
+
+        def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+            replaced.append(nodes)
+            manifest = rspec.parse_manifest(exp.manifest())
+            for node in manifest.nodes:
+                if node.client_id in nodes and node.login:
+                    node.login = Login(node.login.hostname, node.login.port + 100, "root")
+            return rspec.write_manifest(manifest)
+
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: Replacing())
+    events: list[Event] = []
+    nodeops.reload(exp, ["node-0", "node-0"], collect(events))
+    assert replaced == [["node-0"]]
+    assert experiments.load("reload").state == "ready"
+    assert "ansible_port: 2301" in (exp.inventory_dir / "hosts.yml").read_text()
+    pins = exp.inventory_dir / "known_hosts"
+    assert known_hosts.pinned(pins, "127.0.0.1", 2201) == [], "the old node's key is kept"
+    assert known_hosts.pinned(pins, "127.0.0.1", 2200) == ["ssh-ed25519 AAAAkey-head"]
+    assert events[-1].topic == "reload" and events[-1].kind is Kind.END
+
+
+def test_the_cli_shows_states_as_json_and_exits_2_on_an_unknown_node(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    from elastic.cli import node as node_cli
+
+    podman, _ = fake
+    exp, request = made("cli", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request, node_0=False)
+    runner = CliRunner()
+    got = runner.invoke(node_cli.app, ["status", "cli", "--json"])
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.stdout)["nodes"] == {"head": "running", "node-0": "stopped"}
+    got = runner.invoke(node_cli.app, ["power-on", "cli", "nodex"])
+    assert isinstance(got.exception, NotFoundError) and got.exception.exit_code == 2
+    assert "no node 'nodex'" in str(got.exception)
