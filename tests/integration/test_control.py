@@ -143,7 +143,11 @@ def test_head_powers_its_node_off_and_on(exps: tuple[Path, Path]) -> None:
     on = operate("power_on", ["node-0"], "it-on-1")
     assert on["status"] == 200, on
     assert container_state(NAME, "node-0") == "running"
-    assert any(s.get("node") == "node-0" for s in on["body"]["steps"]) or on["body"]["steps"]
+    # nodeops' own steps, each timed, come back in the answer
+    on_steps = [st["step"] for st in on["body"]["steps"] if st.get("node") == "node-0"]
+    assert on_steps[0] == "start" and on_steps[-1] == "ready", on["body"]["steps"]
+    assert "stop" in [st.get("step") for st in off["body"]["steps"]]
+    sys.stderr.write(f"power off {off['body']['seconds']} s, power on {on['body']['seconds']} s\n")
 
     again = operate("power_on", ["node-0"], "it-on-1")  # the same request id: replayed
     assert again["status"] == 200 and again["body"]["replayed"] is True
