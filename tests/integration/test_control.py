@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ OTHER = experiment_name("ctlo")
 # Run inside a node: one request through the mounted socket. argv: method, path, JSON body
 # ("-" for none), and which credential to present: "mounted", "wrong" or a file to read it from.
 REQUEST = r"""
-import http.client, json, socket, sys
+import http.client, json, socket, sys, time
 
 class Unix(http.client.HTTPConnection):
     def connect(self):
@@ -38,16 +39,27 @@ class Unix(http.client.HTTPConnection):
         self.sock.connect("/run/ptc-testbed/api.sock")
 
 method, path, body, which = sys.argv[1:5]
+retry = len(sys.argv) > 5 and sys.argv[5] == "retry"
 if which == "wrong":
     secret = "not-the-credential"
 else:
     source = "/run/ptc-testbed/credential" if which == "mounted" else which
     secret = open(source).read().strip()
-conn = Unix("control", timeout=600)
 headers = {"Authorization": "Bearer " + secret, "Content-Type": "application/json"}
-conn.request(method, path, body=None if body == "-" else body, headers=headers)
-answer = conn.getresponse()
-print(json.dumps({"status": answer.status, "body": json.loads(answer.read() or b"null")}))
+deadline = time.monotonic() + 300
+while True:
+    # as ControlClient does: a broken connection (the service restarting) is retried, same id
+    try:
+        conn = Unix("control", timeout=600)
+        conn.request(method, path, body=None if body == "-" else body, headers=headers)
+        answer = conn.getresponse()
+        data = answer.read()
+        break
+    except (OSError, http.client.HTTPException):
+        if not retry or time.monotonic() > deadline:
+            raise
+        time.sleep(0.5)
+print(json.dumps({"status": answer.status, "body": json.loads(data or b"null")}))
 """
 
 
@@ -152,6 +164,43 @@ def test_head_powers_its_node_off_and_on(exps: tuple[Path, Path]) -> None:
     again = operate("power_on", ["node-0"], "it-on-1")  # the same request id: replayed
     assert again["status"] == 200 and again["body"]["replayed"] is True
     assert again["body"]["started"] == on["body"]["started"]
+
+
+def test_service_killed_mid_power_on_completes_it_once(exps: tuple[Path, Path], ptc: Any) -> None:
+    main, _ = exps
+    assert operate("power_off", ["node-0"], "it-off-2")["status"] == 200
+    record = main / "control-service" / "journal" / "it-kill-on.json"
+    body = json.dumps({"id": "it-kill-on", "action": "power_on", "nodes": ["node-0"]})
+    request = subprocess.Popen(
+        ["podman", "exec", "-i", f"ptc-{NAME}-head", "python3", "-",
+         "POST", "/v1/operations", body, "mounted", "retry"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert request.stdin is not None
+    request.stdin.write(REQUEST)
+    request.stdin.close()
+    deadline = time.monotonic() + 60
+    while not record.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert json.loads(record.read_text())["state"] == "started"
+    os.kill(int((main / "control-service" / "service.pid").read_text()), signal.SIGKILL)
+    assert ptc("control", "start", NAME).returncode == 0
+    assert request.stdout is not None
+    out = request.stdout.read()
+    assert request.wait(600) == 0
+    answer = json.loads(out)
+    assert answer["status"] == 200, answer
+    assert (answer["body"]["state"], answer["body"]["attempts"]) == ("done", 2)
+    assert len(answer["body"]["interrupted"]) == 1
+    assert container_state(NAME, "node-0") == "running"
+    # wired as before: its experiment LAN interface is there, and the head reaches it over SSH
+    lan = subprocess.run(
+        ["podman", "exec", f"ptc-{NAME}-node-0", "ip", "-br", "-4", "addr", "show", "eth1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert lan.returncode == 0 and "10." in lan.stdout, lan.stdout + lan.stderr
+    reach = ptc("run", NAME, "node-0", "--", "true", timeout=300)
+    assert reach.returncode == 0, reach.stderr
 
 
 def test_refusals_change_nothing(exps: tuple[Path, Path]) -> None:
