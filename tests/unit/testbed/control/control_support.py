@@ -42,21 +42,22 @@ def make_experiment(name: str, nodes: Sequence[str] = ("head", "node-0", "node-1
 
 class FakeNodeOps:
     """A fake of elastic.testbed.nodeops: node states in a dict, every call recorded. With
-    ``gate`` set, an operation waits for it (to hold a node busy); ``fail`` makes the named
-    node's operation fail at step ``start``."""
+    ``gate`` set, an operation on a node of ``hold`` waits for it (to hold the node busy);
+    ``fail`` makes the named node's operation fail at step ``start``."""
 
     def __init__(self, nodes: Sequence[str] = ("head", "node-0", "node-1")) -> None:
         self.state = dict.fromkeys(nodes, "running")
         self.calls: list[tuple[str, list[str]]] = []
         self.gate: threading.Event | None = None
+        self.hold = set(nodes)  # the nodes whose operations wait for the gate
         self.entered = threading.Event()
         self.fail: str | None = None
 
     def _do(self, action: str, nodes: Sequence[str], on_event: OnEvent | None, to: str) -> None:
         self.calls.append((action, list(nodes)))
         self.entered.set()
-        if self.gate is not None:
-            self.gate.wait(30)
+        if self.gate is not None and not self.hold.isdisjoint(nodes):
+            assert self.gate.wait(30), "the test never opened the gate"
         report = Reporter("nodeops", on_event)
         for node in nodes:
             report.status(f"{node}: {action}", node=node, step="podman")

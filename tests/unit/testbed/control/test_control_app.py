@@ -226,6 +226,7 @@ def test_restart_after_an_interrupted_operation_runs_it_once_more(
 
 def test_concurrent_request_for_a_busy_node_is_409(alpha: Experiment, ops: FakeNodeOps) -> None:
     ops.gate = threading.Event()
+    ops.hold = {"node-0", "node-1"}
     api = client(alpha, ops)
     answers: dict[str, Any] = {}
 
