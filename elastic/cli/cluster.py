@@ -10,6 +10,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli import control as control_cli
 from elastic.cli import render
 from elastic.errors import InputError
 from elastic.testbed import experiment as experiments
@@ -90,6 +91,7 @@ def deploy(
         )
     console.print(table)
     err_console.print(f"[green]deployed[/] {result.describe()}; run: {result.run_dir}")
+    control_cli.ensure(exp)
 
 
 def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -> None:
