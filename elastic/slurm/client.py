@@ -65,6 +65,13 @@ class Provisioner(Protocol):
         """Those of ``nodes`` whose machines are on; [] when the testbed powers nothing."""
         ...
 
+    def power_off_if(
+        self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
+    ) -> list[str]:
+        """Power off those of ``nodes`` that ``still`` keeps, asked when no resume can start
+        one in between; returns them."""
+        ...
+
 
 class NoProvisioner:
     """Nodes that are always up and already configured (a CloudLab pool with a full image)."""
@@ -79,6 +86,11 @@ class NoProvisioner:
         pass
 
     def running(self, nodes: Sequence[str]) -> list[str]:
+        return []
+
+    def power_off_if(
+        self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
+    ) -> list[str]:
         return []
 
 
@@ -394,19 +406,18 @@ class SlurmElasticClient:
         """Power off the free pool nodes Slurm holds powered down whose machines still run: a
         fresh deploy leaves the pool up, and a power off the testbed refused (a deploy holding
         the nodes) is done here once it may. Only free nodes: a node another partition holds
-        is its user's to run. Slurm's view is read again just before, so a resume that began
-        in between is left alone."""
+        is its user's to run. Slurm's view is read again under the provisioner's power lock, so a
+        resume that began in between is left alone."""
         free = sorted(n["name"] for n in self.manager.discover() if n.get("owner") is None)
         if not free:
             return []
         candidates = self.provisioner.running(self._resting(free))
         if not candidates:
             return []
-        settle = self._resting(candidates)
-        if settle:
-            self.provisioner.power_off(settle)
-            self.report.status(f"power: {settle} off (free, powered down in Slurm)")
-        return settle
+        settled = self.provisioner.power_off_if(candidates, self._resting)
+        if settled:
+            self.report.status(f"power: {settled} off (free, powered down in Slurm)")
+        return settled
 
     # -- PV loop --------------------------------------------------------------------------
     def report_pv(self) -> dict[str, float]:

@@ -28,10 +28,13 @@ control client, so the unit tests replay real ansible-playbook output without ru
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import re
 import subprocess
+import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,7 +165,13 @@ class PlaybookProvisioner:
     ssh_timeout: float = 20.0
     node_operation: str = "none"
     control: PowerControl | None = None
+    # Under power: how long a request waits while another operation holds its node, and the
+    # lock that makes this head's power changes one at a time (default: beside known_hosts).
+    busy_timeout: float = 120.0
+    lock_file: Path | None = None
     run: Run = subprocess_run
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         if self.node_operation not in NODE_OPERATIONS:
@@ -173,17 +182,57 @@ class PlaybookProvisioner:
         if self.node_operation == "power" and self.control is None:
             self.control = ControlClient()
 
+    @contextlib.contextmanager
+    def _power_lock(self) -> Iterator[None]:
+        """One power change at a time on this head. The client's loop powering off the pool
+        at rest and a hook resuming a node run in different processes: without it, a resume
+        could start a node that a settle, decided a moment before, then stops under it."""
+        if self.node_operation != "power":
+            yield
+            return
+        path = self.lock_file or self.known_hosts.parent / "power.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def _testbed(self, step: str, nodes: Sequence[str]) -> None:
-        """Ask the testbed's control service; its refusal or failure fails the nodes it names
-        (or all of them), with the service's step."""
+        """Ask the testbed's control service. A node busy with another operation (409) is
+        waited for, up to ``busy_timeout``, with a fresh request each time (the refused one did
+        nothing). A refusal or failure fails, with the service's step, the nodes it left out
+        of the wanted state: the one it names with its message, the others as left out."""
         assert self.control is not None
         action = self.control.power_on if step == "power on" else self.control.power_off
+        deadline = self.clock() + self.busy_timeout
+        while True:
+            try:
+                action(list(nodes), f"{step.replace(' ', '-')}-{uuid.uuid4()}")
+                return
+            except ControlError as err:
+                if err.status == 409 and self.clock() < deadline:
+                    self.sleep(1.0)
+                    continue
+                where = f"{step} (testbed{', ' + err.step if err.step else ''})"
+                raise ProvisionFailed(where, self._left_out(step, nodes, err)) from err
+
+    def _left_out(self, step: str, nodes: Sequence[str], err: ControlError) -> dict[str, str]:
+        assert self.control is not None
+        want = "running" if step == "power on" else "stopped"
         try:
-            action(list(nodes), f"{step.replace(' ', '-')}-{uuid.uuid4()}")
-        except ControlError as err:
-            where = f"{step} (testbed{', ' + err.step if err.step else ''})"
-            named = [err.node] if err.node is not None and err.node in nodes else list(nodes)
-            raise ProvisionFailed(where, dict.fromkeys(named, str(err))) from err
+            states = self.control.nodes() if err.status is not None else {}
+        except ControlError:
+            states = {}
+        failed = {
+            n: str(err)
+            if n == err.node or err.node is None
+            else f"left {states.get(n, '?')}: {err}"
+            for n in nodes
+            if states.get(n) != want or n == err.node
+        }
+        return failed or dict.fromkeys(nodes, str(err))
 
     def _ssh(self, node: str, command: str) -> list[str]:
         return ssh.argv(
@@ -223,7 +272,8 @@ class PlaybookProvisioner:
     def power_on(self, nodes: Sequence[str]) -> None:
         """Under ``power`` the testbed starts the machines; then each must answer over SSH."""
         if self.node_operation == "power":
-            self._testbed("power on", nodes)
+            with self._power_lock():
+                self._testbed("power on", nodes)
         self._on_each("power on (SSH)", nodes, "true")
 
     def running(self, nodes: Sequence[str]) -> list[str]:
@@ -254,6 +304,21 @@ class PlaybookProvisioner:
     def power_off(self, nodes: Sequence[str]) -> None:
         """slurmd stops first (a node the testbed powered off already is not reachable, and
         not a failure under ``power``); then the testbed stops the machine."""
+        with self._power_lock():
+            self._power_off(nodes)
+
+    def power_off_if(
+        self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
+    ) -> list[str]:
+        """Power off those of ``nodes`` that ``still`` keeps, asked once this head's power lock
+        is held (no resume can start a node between the question and the power off)."""
+        with self._power_lock():
+            chosen = still(list(nodes))
+            if chosen:
+                self._power_off(chosen)
+            return chosen
+
+    def _power_off(self, nodes: Sequence[str]) -> None:
         power = self.node_operation == "power"
         self._on_each(
             "power off",

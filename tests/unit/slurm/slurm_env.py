@@ -3,7 +3,7 @@ Slurm, and a provisioner that records its steps."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,14 @@ class Provisioner:
 
     def running(self, nodes: Sequence[str]) -> list[str]:
         return [n for n in nodes if n in self.on]
+
+    def power_off_if(
+        self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
+    ) -> list[str]:
+        chosen = still(list(nodes))
+        if chosen:
+            self.power_off(chosen)
+        return chosen
 
 
 @dataclass

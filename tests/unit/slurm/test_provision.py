@@ -7,6 +7,7 @@ tests/integration/test_elastic.py.
 
 from __future__ import annotations
 
+import fcntl
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -271,3 +272,73 @@ def test_node_operation_is_checked_naming_the_setting(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="node_operation: 'reboot'"):
         from_settings(SlurmClientSettings.load(conf))
     assert PlaybookProvisioner(run=Replay()).running(["node-1"]) == []
+
+
+class BusyControl(FakeControl):
+    """Busy (409) for the first ``busy`` requests, as when another operation holds a node."""
+
+    def __init__(self, states: dict[str, str], busy: int) -> None:
+        super().__init__(states)
+        self.busy = busy
+
+    def _do(self, action: str, nodes: list[str], request_id: str, state: str) -> dict[str, Any]:
+        if self.busy:
+            self.busy -= 1
+            self.requests.append((action, nodes, request_id))
+            raise ControlError("node-1 is busy", status=409, node="node-1")
+        return super()._do(action, nodes, request_id, state)
+
+
+def test_a_busy_node_is_waited_for_with_a_fresh_request_each_time(tmp_path: Path) -> None:
+    control = BusyControl({"node-1": "stopped", "node-2": "stopped"}, busy=2)
+    slept: list[float] = []
+    prov = PlaybookProvisioner(
+        run=Replay(Completed(0, "")),
+        node_operation="power",
+        control=control,
+        lock_file=tmp_path / "power.lock",
+        sleep=slept.append,
+    )
+    prov.power_on(["node-1", "node-2"])
+    assert control.states == {"node-1": "running", "node-2": "running"}
+    assert len(control.requests) == 3 and len({r[2] for r in control.requests}) == 3
+    assert len(slept) == 2
+
+
+def test_busy_past_the_timeout_fails_every_node_left_out(tmp_path: Path) -> None:
+    control = BusyControl({"node-1": "stopped", "node-2": "running"}, busy=1000)
+    clock = iter(range(0, 10_000, 50))
+    prov = PlaybookProvisioner(
+        run=Replay(),
+        node_operation="power",
+        control=control,
+        lock_file=tmp_path / "power.lock",
+        busy_timeout=120,
+        sleep=lambda s: None,
+        clock=lambda: float(next(clock)),
+    )
+    with pytest.raises(ProvisionFailed) as caught:
+        prov.power_on(["node-1", "node-2", "node-3"])
+    # node-2 was already running: not a failure; node-3 is unknown to the testbed: left out
+    assert sorted(caught.value.failures) == ["node-1", "node-3"]
+    assert "busy" in caught.value.failures["node-1"]
+
+
+def test_power_off_if_asks_again_under_the_lock(tmp_path: Path) -> None:
+    control = FakeControl({"node-1": "running", "node-2": "running"})
+    lock = tmp_path / "power.lock"
+    prov = PlaybookProvisioner(
+        run=Replay(Completed(0, "")), node_operation="power", control=control, lock_file=lock
+    )
+    asked: list[list[str]] = []
+
+    def still(nodes: list[str]) -> list[str]:
+        # the lock is held while the question is asked: nobody else can take it
+        with lock.open("a") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        asked.append(nodes)
+        return ["node-2"]  # node-1 began powering up meanwhile
+
+    assert prov.power_off_if(["node-1", "node-2"], still) == ["node-2"]
+    assert asked == [["node-1", "node-2"]]
+    assert control.states == {"node-1": "running", "node-2": "stopped"}
