@@ -215,7 +215,9 @@ class FakeControl:
         return dict(self.states)
 
 
-def test_power_mode_starts_the_machines_before_ssh_and_stops_them_after_slurmd() -> None:
+def test_power_mode_starts_the_machines_before_ssh_and_stops_them_after_slurmd(
+    tmp_path: Path,
+) -> None:
     control = FakeControl({"node-1": "stopped", "node-2": "stopped"})
     argvs: list[list[str]] = []
 
@@ -228,7 +230,9 @@ def test_power_mode_starts_the_machines_before_ssh_and_stops_them_after_slurmd()
             else Completed(0, "")
         )
 
-    prov = PlaybookProvisioner(run=run, node_operation="power", control=control)
+    prov = PlaybookProvisioner(
+        run=run, node_operation="power", control=control, lock_file=tmp_path / "lock"
+    )
     prov.power_on(["node-1", "node-2"])
     assert [r[:2] for r in control.requests] == [("power_on", ["node-1", "node-2"])]
     assert control.states == {"node-1": "running", "node-2": "running"}
@@ -241,22 +245,28 @@ def test_power_mode_starts_the_machines_before_ssh_and_stops_them_after_slurmd()
     assert len(set(ids)) == 2  # one request id per operation: a retry repeats nothing
 
 
-def test_power_mode_fails_the_node_the_testbed_names_with_its_step() -> None:
+def test_power_mode_fails_the_node_the_testbed_names_with_its_step(tmp_path: Path) -> None:
     refusal = ControlError(
         "node-2: did not answer over SSH", status=500, node="node-2", step="sshd"
     )
-    control = FakeControl({"node-1": "stopped", "node-2": "stopped"}, refuse=refusal)
-    prov = PlaybookProvisioner(run=Replay(), node_operation="power", control=control)
+    # the service started node-1, then failed on node-2
+    control = FakeControl({"node-1": "running", "node-2": "stopped"}, refuse=refusal)
+    prov = PlaybookProvisioner(
+        run=Replay(), node_operation="power", control=control, lock_file=tmp_path / "lock"
+    )
     with pytest.raises(ProvisionFailed) as caught:
         prov.power_on(["node-1", "node-2"])
     assert list(caught.value.failures) == ["node-2"]
     assert "power on (testbed, sshd)" in str(caught.value)
 
 
-def test_unreachable_control_service_fails_every_node_of_the_request() -> None:
+def test_unreachable_control_service_fails_every_node_of_the_request(tmp_path: Path) -> None:
     gone = ControlError("the testbed's control service cannot be reached", status=None)
     prov = PlaybookProvisioner(
-        run=Replay(), node_operation="power", control=FakeControl({}, refuse=gone)
+        run=Replay(),
+        node_operation="power",
+        control=FakeControl({}, refuse=gone),
+        lock_file=tmp_path / "lock",
     )
     with pytest.raises(ProvisionFailed) as caught:
         prov.power_on(["node-1", "node-2"])
