@@ -89,9 +89,18 @@ def attach(experiment: str, wire: Wire, pid: int, bridge: bool = True) -> None:
     if bridge:
         ip("-n", ns, "link", "set", outer, "master", f"lan{wire.lan_index}", "up")
     nsenter(pid, "ip", "link", "set", inner, "name", wire.device)
+    # The interface keeps its MAC address across power cycles, as a machine's NIC does: with a
+    # new one, the other nodes' ARP caches would send to the old address until they expire.
+    nsenter(pid, "ip", "link", "set", wire.device, "address", mac(experiment, wire.interface))
     if wire.address:
         nsenter(pid, "ip", "addr", "add", f"{wire.address}/{wire.prefixlen}", "dev", wire.device)
     nsenter(pid, "ip", "link", "set", wire.device, "up")
+
+
+def mac(experiment: str, interface: str) -> str:
+    """A stable, locally administered unicast MAC address for an experiment's interface."""
+    digest = hashlib.sha256(f"{experiment}/{interface}".encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
 
 
 def delete_namespace(experiment: str) -> None:
