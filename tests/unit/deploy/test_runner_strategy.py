@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,12 @@ def test_cli_flag_reaches_the_runner(
         raise Stop
 
     monkeypatch.setattr(runner, "deploy", fake_deploy)
-    monkeypatch.setattr(cluster.experiments, "load", lambda name: name)
+    # an experiment whose testbed powers nothing: the deploy wakes no node
+    monkeypatch.setattr(
+        cluster.experiments,
+        "load",
+        lambda name: types.SimpleNamespace(name=name, adopted=True, testbed="cloudlab"),
+    )
     monkeypatch.setattr("elastic.deploy.target.Target.of_experiment", lambda exp: exp)
     result = CliRunner().invoke(app, ["deploy", "x", *flag])
     assert isinstance(result.exception, Stop)
