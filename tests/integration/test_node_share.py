@@ -78,6 +78,9 @@ def test_two_experiments_share_a_small_testbed(
         for node in ("head", "node-0"):
             assert "node-1" not in hosts_of(a, node)
         assert free(ptc) == 1
+        # A later modify to the same profile parameters does not bring it back.
+        assert ptc("modify", A, "-p", "computeNodeCount=2").returncode == 0
+        assert "node-1" not in manifest_nodes(a) and f"ptc-{A}-node-1" not in containers(A)
         # Releasing it again, or the last nodes, is refused naming them.
         again = ptc("node", "release", A, "node-1")
         assert again.returncode != 0 and "node-1" in again.stderr
@@ -124,7 +127,11 @@ def test_two_experiments_share_a_small_testbed(
         assert refused.returncode == 3 and "0 free" in " ".join(refused.stderr.split())
         assert "node-1" not in manifest_nodes(a)
 
-        # B's status and inventory keep the copy after a rebuild of the inventory.
+        # B's status, a modify and a rebuilt inventory keep the copy.
+        status = ptc("status", B)
+        assert status.returncode == 0 and "lent-0" in status.stdout, status.stderr
+        assert ptc("modify", B, "-p", "computeNodeCount=1").returncode == 0
+        assert "lent-0" in manifest_nodes(b) and f"ptc-{B}-lent-0" in containers(B)
         assert ptc("inventory", B).returncode == 0
         assert "lent-0" in (b / "inventory" / "hosts.yml").read_text()
 
