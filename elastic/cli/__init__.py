@@ -35,6 +35,7 @@ def _register() -> None:
         testbed,
     )
     from elastic.cli import config as config_cli
+    from elastic.cli import control as control_cli
 
     experiment.register(app)
     cluster.register(app)
@@ -49,6 +50,7 @@ def _register() -> None:
     demo.register(app)
     elastic.register(app)
     app.add_typer(config_cli.app, name="config", help="The configuration server (etcd).")
+    app.add_typer(control_cli.app, name="control", help="An experiment's testbed control service.")
 
 
 def main() -> None:

@@ -10,9 +10,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli import control as control_cli
 from elastic.cli import render
 from elastic.errors import InputError
 from elastic.testbed import experiment as experiments
+from elastic.testbed import nodeops, power_hold
 
 console = Console()
 err_console = Console(stderr=True)
@@ -70,12 +72,13 @@ def deploy(
 
     exp = experiments.load(experiment)
     target = Target.of_experiment(exp)
-    with render.progress(err_console) as on_event:
+    extravars = parse_extravars(extra)
+    with render.progress(err_console) as on_event, nodeops.awake(exp, "deploy", on_event):
         result = runner.deploy(
             target,
             playbook,
             limit,
-            parse_extravars(extra),
+            extravars,
             on_event,
             mitogen=False if no_mitogen else None,
         )
@@ -88,6 +91,7 @@ def deploy(
         )
     console.print(table)
     err_console.print(f"[green]deployed[/] {result.describe()}; run: {result.run_dir}")
+    control_cli.ensure(exp)
 
 
 def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -> None:
@@ -96,8 +100,12 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
     from elastic.deploy.target import Target
 
     exp = experiments.load(experiment)
-    with render.progress(err_console) as on_event:
-        result = verifier.verify(Target.of_experiment(exp), on_event)
+    target = Target.of_experiment(exp)
+    with render.progress(err_console) as on_event, power_hold.hold(exp, "verify"):
+        # A powered-off node is not checked (checking would power it on, changing the cluster
+        # being checked): its checks are skipped, saying so.
+        off = [n for n, s in _power_states(exp).items() if s == "stopped"]
+        result = verifier.verify(target, on_event, powered_off=off)
     table = Table(title=f"{exp.name}: tests/infra", show_header=True)
     for column in ("node", "check", "result", "why skipped"):
         table.add_column(column)
@@ -107,6 +115,12 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
             table.add_row(r.node, r.check, r.outcome, r.message if r.outcome == "skipped" else "")
     console.print(table)
     err_console.print(f"[green]verified[/] {result.describe()}; run: {result.run_dir}")
+
+
+def _power_states(exp: experiments.Experiment) -> dict[str, str]:
+    if exp.adopted or exp.testbed != "local":
+        return {}
+    return nodeops.states(exp)
 
 
 def register(app: typer.Typer) -> None:

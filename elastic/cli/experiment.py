@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli import control as control_cli
 from elastic.cli import render
 from elastic.cli.options import (
     GroupOpt,
@@ -142,6 +143,7 @@ def status(name: Annotated[str, typer.Argument(help="experiment name")]) -> None
         f"[bold]{exp.name}[/] testbed={exp.testbed} state={exp.state} "
         + ("adopted from a saved manifest" if exp.adopted else f"profile={exp.profile}")
     )
+    control_cli.ensure(exp)
     _print_nodes(exp)
 
 

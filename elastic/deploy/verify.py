@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
@@ -79,6 +80,9 @@ class VerifyResult:
         return [r for r in self.results if r.outcome == "skipped" and r.applies]
 
 
+POWERED_OFF_ENV = "PTC_VERIFY_POWERED_OFF"
+
+
 def command(target: Target, junit: Path) -> list[str]:
     return [
         sys.executable, "-m", "pytest", str(SUITE),
@@ -93,8 +97,13 @@ def command(target: Target, junit: Path) -> list[str]:
 
 
 def verify(
-    target: Target, on_event: OnEvent | None = None, raise_on_failure: bool = True
+    target: Target,
+    on_event: OnEvent | None = None,
+    raise_on_failure: bool = True,
+    powered_off: Sequence[str] = (),
 ) -> VerifyResult:
+    """tests/infra on every node of the target; ``powered_off`` nodes' checks are skipped,
+    saying so (the suite reads them from the environment)."""
     report = Reporter("verify", on_event)
     run_dir = target.new_run_dir("verify")
     junit = run_dir / "junit.xml"
@@ -102,6 +111,7 @@ def verify(
         # testinfra calls ansible-inventory; ansible.cfg in the repository sets the SSH options.
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ANSIBLE_CONFIG": str(paths.REPO_ROOT / "ansible.cfg"),
+        POWERED_OFF_ENV: ",".join(powered_off),
     }
     started = time.monotonic()
     report.begin(f"tests/infra on {target.name}")

@@ -61,6 +61,10 @@ class Provisioner(Protocol):
 
     def power_off(self, nodes: Sequence[str]) -> None: ...
 
+    def running(self, nodes: Sequence[str]) -> list[str]:
+        """Those of ``nodes`` whose machines are on; [] when the testbed powers nothing."""
+        ...
+
 
 class NoProvisioner:
     """Nodes that are always up and already configured (a CloudLab pool with a full image)."""
@@ -73,6 +77,9 @@ class NoProvisioner:
 
     def power_off(self, nodes: Sequence[str]) -> None:
         pass
+
+    def running(self, nodes: Sequence[str]) -> list[str]:
+        return []
 
 
 @dataclass(frozen=True)
@@ -375,6 +382,31 @@ class SlurmElasticClient:
                 f"adopted {adopted or 'none'}"
             )
         return {"drained": drained, "undrained": undrained, "adopted": adopted}
+
+    def _resting(self, nodes: list[str]) -> list[str]:
+        """Those of ``nodes`` Slurm holds powered down and is not powering up or down."""
+        states = self.slurm.node_states(nodes)
+        return [n for n in nodes if "~" in states.get(n, "") and not any(
+            m in states.get(n, "") for m in "#%"
+        )]  # fmt: skip
+
+    def settle_power(self) -> list[str]:
+        """Power off the free pool nodes Slurm holds powered down whose machines still run: a
+        fresh deploy leaves the pool up, and a power off the testbed refused (a deploy holding
+        the nodes) is done here once it may. Only free nodes: a node another partition holds
+        is its user's to run. Slurm's view is read again just before, so a resume that began
+        in between is left alone."""
+        free = sorted(n["name"] for n in self.manager.discover() if n.get("owner") is None)
+        if not free:
+            return []
+        candidates = self.provisioner.running(self._resting(free))
+        if not candidates:
+            return []
+        settle = self._resting(candidates)
+        if settle:
+            self.provisioner.power_off(settle)
+            self.report.status(f"power: {settle} off (free, powered down in Slurm)")
+        return settle
 
     # -- PV loop --------------------------------------------------------------------------
     def report_pv(self) -> dict[str, float]:

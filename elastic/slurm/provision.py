@@ -1,11 +1,17 @@
 """The testbed's side of a resume and a suspend: what "power" and "configure" mean for a node.
 
-The programs slurmctld runs (ResumeProgram and the others) run on the controller, which on the
-local testbed is itself a container: it cannot start a sibling container or rewire the host's
-bridges, and giving it that power (the host's podman socket, or an agent on the host reachable
-from the experiment's network) would hand every experiment the keys to the host. CloudLab's
-pool nodes, for their part, are up for the whole experiment. So on both testbeds a pool node
-stays up, and what the hooks switch is the node's *Slurm* life:
+The programs slurmctld runs (ResumeProgram and the others) run on the controller. What they do
+to a pool node's machine is the partition's ``node_operation``:
+
+- ``power`` (the local testbed's default): the testbed powers the node off when Slurm suspends
+  it and on when Slurm resumes it, through the experiment's control service (a unix socket the
+  testbed mounts into the experiment's nodes, with the experiment's own credential: it can act
+  on this experiment's nodes and nothing else). A powered-off node gives its memory and CPU back
+  to the testbed;
+- ``none``: the node stays up for the whole experiment (CloudLab's pool nodes, whose power
+  the portal holds); only its Slurm life is switched.
+
+Then, on both:
 
 - **power on**: the node answers over SSH on the experiment LAN (a dead node fails here, with
   the reason, before any playbook runs);
@@ -13,24 +19,29 @@ stays up, and what the hooks switch is the node's *Slurm* life:
   playbook (``elastic-resume.yml``) starts munge, checks the shares and starts slurmd, because
   the pool nodes carry their software from ``ptc deploy`` (as a CloudLab user would bake a disk
   image). A failed task fails exactly the hosts it failed on, and names the task;
-- **power off**: slurmd stops (and stays disabled) and any leftover job step is killed.
+- **power off**: slurmd stops (and stays disabled) and any leftover job step is killed; under
+  ``power`` the testbed then stops the machine.
 
-Everything goes through an injected runner (argv in, :class:`Completed` out), so the unit tests
-replay real ansible-playbook output without running it.
+Everything goes through an injected runner (argv in, :class:`Completed` out) and an injected
+control client, so the unit tests replay real ansible-playbook output without running it.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from elastic.errors import DeployError, InputError, RemoteError, TaskFailure
 from elastic.remote import ssh
+from elastic.testbed.control.client import ControlClient, ControlError
+
+NODE_OPERATIONS = ("none", "power")
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,16 @@ class Completed:
 
 
 Run = Callable[[Sequence[str], float], Completed]
+
+
+class PowerControl(Protocol):
+    """The testbed's control service as the provisioner uses it (``ControlClient``)."""
+
+    def power_on(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
+
+    def power_off(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
+
+    def nodes(self) -> dict[str, str]: ...
 
 
 def subprocess_run(argv: Sequence[str], timeout: float) -> Completed:
@@ -139,7 +160,30 @@ class PlaybookProvisioner:
     ssh_key: Path = Path("/root/.ssh/id_ed25519")
     known_hosts: Path = Path("/var/lib/ptc-elastic/known_hosts")
     ssh_timeout: float = 20.0
+    node_operation: str = "none"
+    control: PowerControl | None = None
     run: Run = subprocess_run
+
+    def __post_init__(self) -> None:
+        if self.node_operation not in NODE_OPERATIONS:
+            raise InputError(
+                f"provisioner: node_operation: {self.node_operation!r} is not one of "
+                f"{', '.join(NODE_OPERATIONS)}"
+            )
+        if self.node_operation == "power" and self.control is None:
+            self.control = ControlClient()
+
+    def _testbed(self, step: str, nodes: Sequence[str]) -> None:
+        """Ask the testbed's control service; its refusal or failure fails the nodes it names
+        (or all of them), with the service's step."""
+        assert self.control is not None
+        action = self.control.power_on if step == "power on" else self.control.power_off
+        try:
+            action(list(nodes), f"{step.replace(' ', '-')}-{uuid.uuid4()}")
+        except ControlError as err:
+            where = f"{step} (testbed{', ' + err.step if err.step else ''})"
+            named = [err.node] if err.node is not None and err.node in nodes else list(nodes)
+            raise ProvisionFailed(where, dict.fromkeys(named, str(err))) from err
 
     def _ssh(self, node: str, command: str) -> list[str]:
         return ssh.argv(
@@ -157,14 +201,19 @@ class PlaybookProvisioner:
             },
         )
 
-    def _on_each(self, step: str, nodes: Sequence[str], command: str) -> None:
+    def _on_each(
+        self, step: str, nodes: Sequence[str], command: str, *, tolerate: bool = False
+    ) -> None:
+        """``command`` on every node at once; ``tolerate``: a node SSH cannot reach (exit 255)
+        is not a failure (it is already off)."""
+
         def one(node: str) -> tuple[str, Completed]:
             return node, self.run(self._ssh(node, command), self.ssh_timeout)
 
         failures: dict[str, str] = {}
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
             for node, done in pool.map(one, nodes):
-                if done.returncode != 0:
+                if done.returncode != 0 and not (tolerate and done.returncode == 255):
                     last = done.output.strip().splitlines()[-1:] or ["no output"]
                     why = "timed out" if done.returncode is None else f"exit {done.returncode}"
                     failures[node] = f"{why}: {last[0][:200]}"
@@ -172,8 +221,18 @@ class PlaybookProvisioner:
             raise ProvisionFailed(step, failures)
 
     def power_on(self, nodes: Sequence[str]) -> None:
-        """The node is up and reachable: nothing to switch on (see the module's docstring)."""
+        """Under ``power`` the testbed starts the machines; then each must answer over SSH."""
+        if self.node_operation == "power":
+            self._testbed("power on", nodes)
         self._on_each("power on (SSH)", nodes, "true")
+
+    def running(self, nodes: Sequence[str]) -> list[str]:
+        """Those of ``nodes`` whose machines the testbed runs: [] when it powers nothing."""
+        if self.node_operation != "power":
+            return []
+        assert self.control is not None
+        states = self.control.nodes()
+        return [n for n in nodes if states.get(n) == "running"]
 
     def configure(self, nodes: Sequence[str]) -> None:
         argv = [*self.playbook_command, self.resume_playbook, "--limit", ",".join(nodes)]
@@ -193,12 +252,18 @@ class PlaybookProvisioner:
         raise DeployError(message, failures)
 
     def power_off(self, nodes: Sequence[str]) -> None:
+        """slurmd stops first (a node the testbed powered off already is not reachable, and
+        not a failure under ``power``); then the testbed stops the machine."""
+        power = self.node_operation == "power"
         self._on_each(
             "power off",
             nodes,
             "systemctl stop slurmd; pkill -KILL -x slurmstepd; "
             "if systemctl is-active --quiet slurmd; then exit 1; fi",
+            tolerate=power,
         )
+        if power:
+            self._testbed("power off", nodes)
 
 
 def from_settings(settings: Any) -> PlaybookProvisioner:
@@ -213,6 +278,9 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
         "ssh_key",
         "known_hosts",
         "ssh_timeout",
+        "node_operation",
+        "control_socket",
+        "control_credential",
     }
     unknown = sorted(set(extra) - known)
     if unknown:
@@ -222,6 +290,13 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
         command = [command]
     if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
         raise InputError("provisioner: playbook_command: expected a list of strings")
+    operation = str(extra.get("node_operation", "none"))
+    control = None
+    if operation == "power":
+        control = ControlClient(
+            Path(extra.get("control_socket", "/run/ptc-testbed/api.sock")),
+            Path(extra.get("control_credential", "/run/ptc-testbed/credential")),
+        )
     try:
         return PlaybookProvisioner(
             playbook_command=tuple(command),
@@ -233,6 +308,8 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
             ssh_key=Path(extra.get("ssh_key", "/root/.ssh/id_ed25519")),
             known_hosts=Path(extra.get("known_hosts", "/var/lib/ptc-elastic/known_hosts")),
             ssh_timeout=float(extra.get("ssh_timeout", 20.0)),
+            node_operation=operation,
+            control=control,
         )
     except (TypeError, ValueError) as err:
         raise InputError(f"provisioner: {err}") from err

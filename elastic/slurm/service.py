@@ -178,6 +178,7 @@ def create_app(
     pv_interval: float = 30.0,
     step_interval: float = 1.0,
     sync_interval: float = 5.0,
+    power_interval: float = 15.0,
     run_loop: bool = True,
 ) -> FastAPI:
     """The client's endpoint (NotifyDeletePending, authenticated with the partition's token)
@@ -185,10 +186,11 @@ def create_app(
     three runs on its own: one failing (Slurm or the manager away) does not stop the others."""
 
     async def loop() -> None:
-        last = {"pv": -1e18, "sync": -1e18}
+        last = {"pv": -1e18, "sync": -1e18, "power": -1e18}
         jobs: list[tuple[str, float, Callable[[], object]]] = [
             ("pv", pv_interval, client.report_pv),
             ("sync", sync_interval, client.sync_pool),
+            ("power", power_interval, client.settle_power),
             ("step", 0.0, client.step),
         ]
         while True:

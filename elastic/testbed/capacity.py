@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic import atomic
+from elastic import atomic, processes
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.testbed.backends.local import podman
 
@@ -401,21 +401,8 @@ def _write_reservations(reservations: Sequence[Reservation]) -> None:
 
 
 def _start_time(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: count from its last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return processes.start_time(pid)
 
 
 def _alive(reservation: Reservation) -> bool:
-    try:
-        os.kill(reservation.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, another user's
-    if reservation.started is None:
-        return True
-    return _start_time(reservation.pid) == reservation.started
+    return processes.alive(reservation.pid, reservation.started)

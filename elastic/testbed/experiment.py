@@ -12,6 +12,11 @@ Layout of ``$PTC_HOME/experiments/NAME/``::
     datasets/         benchmark datasets
     shared/           (local testbed) the directory every node shares as /home and /opt/ptc
     nodes/NODE/       (local testbed) what the host keeps per node: geni-get data, blockstores
+    control/          (local testbed) the control service's socket and credential: every node
+                      mounts it at /run/ptc-testbed
+    control-service/  (local testbed) the control service's journal, pid file and log: no node
+                      mounts it
+    power-holds/      a file per process that needs the nodes up: powering off waits for none
 
 Every path below ``dir`` is a property here; nothing else joins paths onto ``dir``.
 """
@@ -61,6 +66,11 @@ class Experiment:
         return self.dir / "manifest.xml"
 
     @property
+    def power_holds_dir(self) -> Path:
+        """One file per live process that needs the nodes up (a deploy, a verify)."""
+        return self.dir / "power-holds"
+
+    @property
     def key_path(self) -> Path:
         return self.dir / "ssh" / "id_ed25519"
 
@@ -91,6 +101,14 @@ class Experiment:
     @property
     def shared_dir(self) -> Path:
         return self.dir / "shared"
+
+    @property
+    def control_dir(self) -> Path:
+        return self.dir / "control"
+
+    @property
+    def control_state_dir(self) -> Path:
+        return self.dir / "control-service"
 
     def node_dir(self, node: str) -> Path:
         return self.dir / "nodes" / node

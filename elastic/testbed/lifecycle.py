@@ -21,6 +21,7 @@ from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.base import Backend
 from elastic.testbed.change import Change
+from elastic.testbed.control import service as control
 from elastic.testbed.experiment import Experiment
 from elastic.testbed.topology import Login
 
@@ -68,6 +69,9 @@ def up(
         exp.save()
         atomic.write_bytes(exp.request_path, request_xml)
         _keygen(exp)
+        serves = getattr(backend, "control_service", False)  # its nodes reach a host service
+        if serves:
+            control.prepare(exp)  # the credential exists before any node mounts its directory
         try:
             manifest_xml = backend.create(exp, request)
             atomic.write_bytes(exp.manifest_path, manifest_xml)
@@ -77,6 +81,8 @@ def up(
             raise
     exp.state = "ready"
     exp.save()
+    if serves:
+        control.start(exp)
     return exp
 
 
@@ -426,6 +432,7 @@ def down(name: str, on_event: OnEvent | None = None) -> None:
         return
     exp.state = "deleting"
     exp.save()
+    control.stop(exp)
     backend_for(exp, on_event).delete(exp)
     shutil.rmtree(exp.dir)
 

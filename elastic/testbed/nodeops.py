@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from elastic.errors import InputError, NotFoundError
 from elastic.events import OnEvent, Reporter
 from elastic.testbed import experiment as experiments
-from elastic.testbed import lifecycle, rspec
+from elastic.testbed import lifecycle, power_hold, rspec
 from elastic.testbed.experiment import Experiment
 
 
@@ -27,6 +27,7 @@ def power_off(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = 
     started = time.monotonic()
     report.begin(f"{exp.name}: powering off {', '.join(chosen)}", total=len(chosen))
     with _one_at_a_time(exp, "power off"):
+        power_hold.refuse_if_held(exp, "power off")
         lifecycle.backend_for(exp, on_event).power_off(exp, chosen)
     _end(report, started, chosen)
 
@@ -68,6 +69,7 @@ def release(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = No
     started = time.monotonic()
     report.begin(f"{exp.name}: releasing {', '.join(chosen)}", total=len(chosen))
     with _one_at_a_time(exp, "release"):
+        power_hold.refuse_if_held(exp, "release")  # a deploy or verify needs every node
         lifecycle.release_nodes_of(experiments.load(exp.name), chosen, on_event)
     _end(report, started, chosen)
 
@@ -146,3 +148,19 @@ def _usable(exp: Experiment, operation: str) -> None:
 def _end(report: Reporter, started: float, nodes: list[str]) -> None:
     seconds = time.monotonic() - started
     report.end(f"{', '.join(nodes)} in {seconds:.1f}s", nodes=nodes, seconds=seconds)
+
+
+@contextlib.contextmanager
+def awake(exp: Experiment, what: str, on_event: OnEvent | None = None) -> Iterator[list[str]]:
+    """The experiment's nodes up for the ``with`` block (a deploy or a verify needs to reach
+    them): powered-off nodes are powered on, and none is powered off until the block ends.
+    Yields the nodes it powered on; they stay on afterwards (an elastic partition powers its
+    free pool off again by itself). Only for a testbed that powers nodes (the local one)."""
+    if exp.adopted or exp.testbed != "local":
+        yield []
+        return
+    with power_hold.hold(exp, what):
+        stopped = sorted(n for n, state in states(exp).items() if state == "stopped")
+        if stopped:
+            power_on(exp, stopped, on_event)
+        yield stopped

@@ -1,8 +1,9 @@
 """Elastic partitions, live, on one 1+4 experiment deployed with ptc_elastic=true.
 
 Everything is real: slurmctld runs the programs the elastic role installed, the client asks the
-manager (a systemd service on the head) for nodes, runs the resume playbook from the head, and
-slurmd registers; reclamations drain, requeue and release through Slurm. The tests run in file
+manager (a systemd service on the head) for nodes, has the testbed start their machines (the
+partition's node_operation is power: a pool node at rest is a stopped container), runs the
+resume playbook from the head, and slurmd registers; reclamations drain, requeue and release through Slurm. The tests run in file
 order and each leaves every node back in the pool, idle and powered down.
 
 Times are short so the module runs in minutes: SuspendTime 20 s, SuspendTimeout 15 s (Slurm
@@ -15,10 +16,12 @@ experiment already deployed with EXTRAVARS (it is left up).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shlex
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +37,8 @@ from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
+from elastic.testbed import experiment as experiments
+from elastic.testbed import nodeops
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -48,6 +53,9 @@ EXTRAVARS = [
     "elastic_pv_interval=5",
     "elastic_notify_interval=10",
     "elastic_max_pv_age=60",
+    # The pool's machines are powered off at rest and on for their jobs (the testbed's
+    # control service): every test below runs with real power cycles.
+    "elastic_node_operation=power",
 ]
 MARKS = "/home/ptc/elastic-marks"
 
@@ -141,6 +149,15 @@ def until_mark(name: str, then: str = "true") -> str:
         f'if [ "${{SLURM_RESTART_COUNT:-0}}" -eq 0 ]; then '
         f"while [ ! -e {MARKS}/{RUN}-{name} ]; do sleep 1; done; fi; {then}"
     )
+
+
+@contextlib.contextmanager
+def awake() -> Iterator[None]:
+    """The pool's machines are off at rest: a test that changes a node's disk does it with the
+    nodes powered on and held up, as a deploy does. Once the block ends the client's loop
+    powers the free ones off again; the disk keeps the change."""
+    with nodeops.awake(experiments.load(NAME), "test"):
+        yield
 
 
 def events(expdir: Path, kind: str) -> list[dict[str, Any]]:
@@ -388,12 +405,13 @@ def test_a_reclamation_during_a_resume_leaves_the_job_its_grace_period(
     the client drains such a node only once it is up, so the job runs within its GP."""
     expdir = leaves_pool_idle
     # slurmd on node-0 takes 40 s to start: Slurm holds the node "powering up" that long
-    ssh(
-        expdir,
-        "node-0",
-        f"mkdir -p {Path(SLOW_START).parent} && printf '[Service]\\n"
-        f"ExecStartPre=/bin/sleep 40\\n' > {SLOW_START} && systemctl daemon-reload",
-    )
+    with awake():
+        ssh(
+            expdir,
+            "node-0",
+            f"mkdir -p {Path(SLOW_START).parent} && printf '[Service]\\n"
+            f"ExecStartPre=/bin/sleep 40\\n' > {SLOW_START} && systemctl daemon-reload",
+        )
     try:
         job_id = sbatch(expdir, "-N1 -w node-0", until_mark("P"))
         wait_for(
@@ -436,7 +454,8 @@ def test_a_reclamation_during_a_resume_leaves_the_job_its_grace_period(
         assert finished["data"]["jobs_killed"] == []
         assert owners(expdir)["node-0"] is None
     finally:
-        ssh(expdir, "node-0", f"rm -f {SLOW_START}; systemctl daemon-reload", check=False)
+        with awake():
+            ssh(expdir, "node-0", f"rm -f {SLOW_START}; systemctl daemon-reload", check=False)
 
 
 # -- acceptance 4: resume failures ----------------------------------------------------------
@@ -464,14 +483,15 @@ def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path)
     # node-3: the resume playbook fails (slurmd is masked); node-2: slurmd "starts" but never
     # registers, so Slurm gives up at ResumeTimeout and runs ResumeFailProgram. Slurm often
     # resumes both in one ResumeProgram call: node-3 must fail at once all the same.
-    ssh(expdir, "node-3", "systemctl mask slurmd")
-    ssh(
-        expdir,
-        "node-2",
-        f"mkdir -p {Path(NEVER_REGISTERS).parent} && printf '[Service]\\nType=simple\\n"
-        f"ExecStart=\\nExecStart=/bin/sleep infinity\\n' > {NEVER_REGISTERS}"
-        " && systemctl daemon-reload",
-    )
+    with awake():
+        ssh(expdir, "node-3", "systemctl mask slurmd")
+        ssh(
+            expdir,
+            "node-2",
+            f"mkdir -p {Path(NEVER_REGISTERS).parent} && printf '[Service]\\nType=simple\\n"
+            f"ExecStart=\\nExecStart=/bin/sleep infinity\\n' > {NEVER_REGISTERS}"
+            " && systemctl daemon-reload",
+        )
     try:
         failing = sbatch(expdir, "-N1 -w node-3", "true")
         silent = sbatch(expdir, "-N1 -w node-2", "true")
@@ -495,13 +515,14 @@ def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path)
     finally:
         # repaired, the nodes are resumed by hand (also when a check above failed, so that the
         # pool ends idle for the tests after this one)
-        ssh(expdir, "node-3", "systemctl unmask slurmd", check=False)
-        ssh(
-            expdir,
-            "node-2",
-            f"rm -f {NEVER_REGISTERS}; systemctl daemon-reload; systemctl stop slurmd",
-            check=False,
-        )
+        with awake():
+            ssh(expdir, "node-3", "systemctl unmask slurmd", check=False)
+            ssh(
+                expdir,
+                "node-2",
+                f"rm -f {NEVER_REGISTERS}; systemctl daemon-reload; systemctl stop slurmd",
+                check=False,
+            )
         ssh(expdir, "head", "scontrol update nodename=node-[2-3] state=resume", check=False)
     # the requeued jobs complete on the repaired nodes
     for job_id in (failing, silent):
@@ -538,3 +559,54 @@ def test_tokens_never_reach_the_deploy_logs(cluster: Path) -> None:
         if path.is_file():
             text = path.read_text(errors="replace")
             assert not any(t in text for t in tokens), f"a token is in {path}"
+
+
+# -- last: the partition powers its machines (a redeploy switches the setting) ---------------
+def machines_running(nodes: list[str]) -> dict[str, bool]:
+    """Whether each node's container runs, as the host sees it (not over SSH)."""
+    out = {}
+    for node in nodes:
+        proc = subprocess.run(
+            ["podman", "inspect", "--format", "{{.State.Running}}", f"ptc-{NAME}-{node}"],
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        out[node] = proc.stdout.strip() == "true"
+    return out
+
+
+def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them(
+    leaves_pool_idle: Path,
+) -> None:
+    """``elastic_node_operation=power``: the pool's machines run only while Slurm uses them.
+    At rest the free pool's containers are stopped; a job's resume starts exactly its nodes'
+    containers through the testbed's control service (the others stay stopped), and the
+    suspend stops them again. Checked from the host, not over SSH."""
+    expdir = leaves_pool_idle
+    wait_for(
+        "the pool's machines stopped at rest",
+        lambda: not any(machines_running(NODES).values()),
+        120,
+        5,
+    )
+    job_id = sbatch(expdir, "-N2", until_mark("power", "srun hostname"))
+    info = wait_for(
+        f"job {job_id} to run", lambda: (j := job(expdir, job_id)).get("JobState") == "RUNNING" and j,
+        300,
+    )  # fmt: skip
+    used = expand(expdir, info["NodeList"])
+    running = machines_running(NODES)
+    assert sorted(n for n, up in running.items() if up) == sorted(used), running
+    mark(expdir, "power")
+    done = wait_for(
+        "the job to complete",
+        lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
+        240,
+    )
+    assert done["exit"] == "0:0", done
+    wait_for("the nodes back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 120)
+    wait_for(
+        "the used machines stopped again",
+        lambda: not any(machines_running(used).values()),
+        120,
+        5,
+    )

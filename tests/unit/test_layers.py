@@ -39,7 +39,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "policies": set(),
     "remote": set(),
     "sim": {"bench", "policies"},
-    "slurm": {"manager", "policies", "remote"},
+    "slurm": {"manager", "policies", "remote", "testbed"},
     "testbed": set(),
 }
 

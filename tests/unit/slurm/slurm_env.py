@@ -35,6 +35,7 @@ class Provisioner:
 
     calls: list[tuple[str, list[str]]] = field(default_factory=list)
     fail: str = ""
+    on: set[str] = field(default_factory=set)  # machines running (a testbed that powers them)
 
     def _step(self, step: str, nodes: Sequence[str]) -> None:
         self.calls.append((step, list(nodes)))
@@ -46,12 +47,17 @@ class Provisioner:
 
     def power_on(self, nodes: Sequence[str]) -> None:
         self._step("power_on", nodes)
+        self.on |= set(nodes)
 
     def configure(self, nodes: Sequence[str]) -> None:
         self._step("configure", nodes)
 
     def power_off(self, nodes: Sequence[str]) -> None:
         self._step("power_off", nodes)
+        self.on -= set(nodes)
+
+    def running(self, nodes: Sequence[str]) -> list[str]:
+        return [n for n in nodes if n in self.on]
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from elastic.slurm.provision import (
     from_settings,
 )
 from elastic.slurm.service import SlurmClientSettings
+from elastic.testbed.control.client import ControlError
 
 YAML_FAILURE = """
 PLAY [Resume elastic pool nodes] ***********************************************
@@ -184,3 +186,88 @@ def test_failed_tasks_read_a_yaml_block_message() -> None:
         "Unable to start service slurmd: Failed to start slurmd.service: "
         "Unit slurmd.service is masked."
     )
+
+
+class FakeControl:
+    """The testbed's control service as the provisioner sees it: records each request, keeps
+    the machines' states, and refuses like the service when told to."""
+
+    def __init__(self, states: dict[str, str], refuse: ControlError | None = None) -> None:
+        self.states = states
+        self.refuse = refuse
+        self.requests: list[tuple[str, list[str], str]] = []
+
+    def _do(self, action: str, nodes: list[str], request_id: str, state: str) -> dict[str, Any]:
+        self.requests.append((action, nodes, request_id))
+        if self.refuse is not None:
+            raise self.refuse
+        self.states.update(dict.fromkeys(nodes, state))
+        return {"id": request_id, "state": "done"}
+
+    def power_on(self, nodes: list[str], request_id: str) -> dict[str, Any]:
+        return self._do("power_on", nodes, request_id, "running")
+
+    def power_off(self, nodes: list[str], request_id: str) -> dict[str, Any]:
+        return self._do("power_off", nodes, request_id, "stopped")
+
+    def nodes(self) -> dict[str, str]:
+        return dict(self.states)
+
+
+def test_power_mode_starts_the_machines_before_ssh_and_stops_them_after_slurmd() -> None:
+    control = FakeControl({"node-1": "stopped", "node-2": "stopped"})
+    argvs: list[list[str]] = []
+
+    def run(argv: Sequence[str], timeout: float) -> Completed:
+        argvs.append(list(argv))
+        gone = "root@node-2" in argv and "slurmd" in argv[-1]
+        return (
+            Completed(255, "ssh: connect to host node-2: No route to host")
+            if gone
+            else Completed(0, "")
+        )
+
+    prov = PlaybookProvisioner(run=run, node_operation="power", control=control)
+    prov.power_on(["node-1", "node-2"])
+    assert [r[:2] for r in control.requests] == [("power_on", ["node-1", "node-2"])]
+    assert control.states == {"node-1": "running", "node-2": "running"}
+    assert len(argvs) == 2  # then each answered over SSH
+    assert prov.running(["node-1", "node-2", "node-9"]) == ["node-1", "node-2"]
+    prov.power_off(["node-1", "node-2"])  # node-2 unreachable over SSH: already off, no failure
+    assert [r[:2] for r in control.requests][-1] == ("power_off", ["node-1", "node-2"])
+    assert control.states == {"node-1": "stopped", "node-2": "stopped"}
+    ids = [r[2] for r in control.requests]
+    assert len(set(ids)) == 2  # one request id per operation: a retry repeats nothing
+
+
+def test_power_mode_fails_the_node_the_testbed_names_with_its_step() -> None:
+    refusal = ControlError(
+        "node-2: did not answer over SSH", status=500, node="node-2", step="sshd"
+    )
+    control = FakeControl({"node-1": "stopped", "node-2": "stopped"}, refuse=refusal)
+    prov = PlaybookProvisioner(run=Replay(), node_operation="power", control=control)
+    with pytest.raises(ProvisionFailed) as caught:
+        prov.power_on(["node-1", "node-2"])
+    assert list(caught.value.failures) == ["node-2"]
+    assert "power on (testbed, sshd)" in str(caught.value)
+
+
+def test_unreachable_control_service_fails_every_node_of_the_request() -> None:
+    gone = ControlError("the testbed's control service cannot be reached", status=None)
+    prov = PlaybookProvisioner(
+        run=Replay(), node_operation="power", control=FakeControl({}, refuse=gone)
+    )
+    with pytest.raises(ProvisionFailed) as caught:
+        prov.power_on(["node-1", "node-2"])
+    assert sorted(caught.value.failures) == ["node-1", "node-2"]
+
+
+def test_node_operation_is_checked_naming_the_setting(tmp_path: Path) -> None:
+    conf = tmp_path / "c.yml"
+    conf.write_text(
+        "manager_url: http://10.10.1.1:8700\ntoken_file: /t\n"
+        "provisioner: elastic.slurm.provision:from_settings\nnode_operation: reboot\n"
+    )
+    with pytest.raises(InputError, match="node_operation: 'reboot'"):
+        from_settings(SlurmClientSettings.load(conf))
+    assert PlaybookProvisioner(run=Replay()).running(["node-1"]) == []

@@ -363,3 +363,22 @@ def test_a_resume_called_off_by_a_power_down_stops_waiting(world: World) -> None
     assert result.ready == [] and result.failed["node-0"].startswith("called off")
     assert world.clock.t == T0 + 2  # one poll, not the 10 s register timeout
     assert not any(c[3] == "State=DOWN" for c in world.slurm.updates())
+
+
+def test_free_pool_nodes_powered_down_in_slurm_are_powered_off_once(world: World) -> None:
+    """After a deploy the pool's machines run while Slurm holds them powered down: the loop
+    powers off the free ones, never a node powering up, one another partition holds, or one
+    of Slurm's own."""
+    world.prov.on = set(NODES)
+    world.slurm.states = {
+        "node-0": "idle~",  # free, at rest: off
+        "node-1": "idle#",  # powering up for a job: left alone
+        "node-2": "idle~",  # held by the reference partition: its user runs it
+        "node-3": "idle",  # up in Slurm
+    }
+    world.manager.add_nodes(world.admin, "ref", nodes=["node-2"])
+    assert world.client.settle_power() == ["node-0"]
+    assert world.prov.calls == [("power_off", ["node-0"])]
+    assert world.prov.on == {"node-1", "node-2", "node-3"}
+    assert world.client.settle_power() == []  # already off: nothing more
+    assert world.prov.calls == [("power_off", ["node-0"])]

@@ -21,7 +21,15 @@ from typer.testing import CliRunner
 from elastic import atomic
 from elastic.errors import InputError, NotFoundError, TestbedError
 from elastic.events import Event, Kind, collect
-from elastic.testbed import capacity, known_hosts, lifecycle, membership, nodeops, rspec
+from elastic.testbed import (
+    capacity,
+    known_hosts,
+    lifecycle,
+    membership,
+    nodeops,
+    power_hold,
+    rspec,
+)
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.local import backend as local
 from elastic.testbed.backends.local import links, network
@@ -590,3 +598,59 @@ def test_the_cli_releases_and_allocates_with_json(moving: Moving) -> None:
     got = runner.invoke(node_cli.app, ["allocate", "clim", "lent-0", "--like", "node-0", "--json"])
     assert got.exit_code == 0, got.output
     assert json.loads(got.stdout)["nodes"]["lent-0"] == "running"
+
+
+def test_a_hold_refuses_power_off_naming_the_holder_and_ends_with_it(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, _ = fake
+    exp, request = made("held", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    with power_hold.hold(exp, "deploy"):
+        with pytest.raises(power_hold.PowerHeld, match=r"held up by deploy \(pid \d+\)"):
+            nodeops.power_off(exp, ["node-0"])
+        assert podman.verbs() == [], "nothing was stopped under the hold"
+        nodeops.power_on(exp, ["node-0"])  # powering on is never held back
+    nodeops.power_off(exp, ["node-0"])
+    assert podman.verbs() == [("stop", "ptc-held-node-0")]
+    assert not list(exp.power_holds_dir.glob("*.json"))
+
+
+def test_a_dead_holder_holds_nothing(fake: tuple[FakePodman, Wiring]) -> None:
+    podman, _ = fake
+    exp, request = made("dead", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    atomic.write_json(
+        exp.power_holds_dir / "gone.json", {"pid": int(gone.stdout), "started": 1, "what": "deploy"}
+    )
+    (exp.power_holds_dir / "torn.json").write_text("{")
+    assert power_hold.holders(exp) == []
+    nodeops.power_off(exp, ["node-0"])
+    assert podman.verbs() == [("stop", "ptc-dead-node-0")]
+    assert not list(exp.power_holds_dir.iterdir()), "dead and torn holds are cleared"
+
+
+def test_awake_powers_on_the_stopped_nodes_and_holds_them_up_for_the_block(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, _ = fake
+    exp, request = made("awake", SLURM_PROFILE, {"computeNodeCount": "2"})
+    boot(podman, exp, request, node_1=False)
+    with nodeops.awake(exp, "deploy") as woken:
+        assert woken == ["node-1"]
+        assert nodeops.states(exp)["node-1"] == "running"
+        with pytest.raises(power_hold.PowerHeld):
+            nodeops.power_off(exp, ["node-1"])
+    assert nodeops.states(exp)["node-1"] == "running", "left on: the partition settles it"
+    nodeops.power_off(exp, ["node-1"])
+    assert nodeops.states(exp)["node-1"] == "stopped"
+
+
+def test_release_is_refused_while_a_deploy_holds_the_nodes(moving: Moving) -> None:
+    exp, _ = made("relhold", SLURM_PROFILE, {"computeNodeCount": "1"})
+    with power_hold.hold(exp, "deploy"), pytest.raises(power_hold.PowerHeld, match=r"release"):
+        nodeops.release(exp, ["node-0"])
+    assert moving.released == []
+    nodeops.release(exp, ["node-0"])
+    assert moving.released == [["node-0"]]

@@ -44,6 +44,7 @@ from elastic.testbed.topology import Login, Node, Topology
 
 NODE_LABEL = "io.ptc.node"
 GENI_DIR = "/var/lib/ptc-geni"
+CONTROL_MOUNT = "/run/ptc-testbed"  # elastic.testbed.control.MOUNT
 SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
 
 BOOT_TIMEOUT = 120.0
@@ -62,6 +63,7 @@ def container_name(experiment: str, node: str) -> str:
 
 class LocalBackend:
     name = "local"
+    control_service = True  # nodes mount the host's control service (elastic.testbed.control)
 
     def __init__(self, site: str | None = None, on_event: OnEvent | None = None) -> None:
         if site:
@@ -513,6 +515,7 @@ class LocalBackend:
             geni / "execute.list", b"".join(s.command.encode() + b"\0" for s in node.execute)
         )
         (geni / "ready").unlink(missing_ok=True)
+        exp.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
         args = [
             "run",
@@ -539,6 +542,10 @@ class LocalBackend:
             f"{geni}:{GENI_DIR}:ro",
             "--volume",
             f"{shared}:{SHARED_MOUNT}",
+            # the control service's socket and credential, and nothing else of the host's
+            "--volume",
+            f"{exp.control_dir}:{CONTROL_MOUNT}:ro",
+            *_hidden_state(),
         ]
         for store in node.blockstores:
             if store.mount:
@@ -620,6 +627,24 @@ def _step(operation: str, node: str, step: str) -> Iterator[None]:
         yield
     except PtcError as err:
         raise TestbedError(f"node {node}: {operation}: {step} failed: {err}") from err
+
+
+def _hidden_state() -> list[str]:
+    """ptc's state inside the checkout (the Makefile's ./state, PTC_HOME wherever it is there),
+    covered in the node's view of the checkout by an empty read-only tmpfs: through
+    /local/repository a node would otherwise read every experiment's keys and credentials."""
+    root = paths.REPO_ROOT
+    dirs = [
+        d
+        for d in {root / "state", paths.home().resolve()}
+        if d != root and d.is_relative_to(root) and d.is_dir()
+    ]
+    outer = [d for d in dirs if not any(d != o and d.is_relative_to(o) for o in dirs)]
+    return [
+        arg
+        for d in sorted(outer)
+        for arg in ("--tmpfs", f"/local/repository/{d.relative_to(root)}:ro,size=4k,notmpcopyup")
+    ]
 
 
 def _geni_params(exp: Experiment, request: Topology) -> dict[str, str]:

@@ -1,0 +1,30 @@
+"""Whether a process recorded on disk still lives: a pid with its start time, so a pid the
+kernel has since given to another process does not count."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot; None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: count from its last ')'.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def alive(pid: int, started: int | None) -> bool:
+    """``pid`` runs and, when ``started`` is known, is the same process that was recorded."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    if started is None:
+        return True
+    return start_time(pid) == started

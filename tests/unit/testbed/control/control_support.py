@@ -1,0 +1,97 @@
+"""What the control service's tests share: experiments with manifests, and a fake of
+``elastic.testbed.nodeops`` (the real one drives podman) that records every call."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from elastic import atomic
+from elastic.errors import TestbedError
+from elastic.events import OnEvent, Reporter
+from elastic.testbed import rspec
+from elastic.testbed.control import credential, service
+from elastic.testbed.control.app import Settings
+from elastic.testbed.control.journal import Journal
+from elastic.testbed.control.names import Resolver, home_nodes
+from elastic.testbed.experiment import Experiment
+from elastic.testbed.topology import Node, Topology
+
+DOMAIN = "ptc.local"
+
+
+def make_experiment(name: str, nodes: Sequence[str] = ("head", "node-0", "node-1")) -> Experiment:
+    exp = Experiment(name=name, testbed="local", profile="p", state="ready")
+    exp.dir.mkdir(parents=True)
+    exp.save()
+    manifest = Topology(
+        nodes=[
+            Node(
+                client_id=n,
+                component_id=f"urn:publicid:IDN+{DOMAIN}+node+{name}-{n}",
+                sliver_id=f"urn:publicid:IDN+{DOMAIN}+sliver+{name}-{n}",
+            )
+            for n in nodes
+        ],
+        links=[],
+    )
+    atomic.write_bytes(exp.manifest_path, rspec.write_manifest(manifest))
+    service.prepare(exp)
+    return exp
+
+
+class FakeNodeOps:
+    """A fake of elastic.testbed.nodeops: node states in a dict, every call recorded. With
+    ``gate`` set, an operation on a node of ``hold`` waits for it (to hold the node busy);
+    ``fail`` makes the named node's operation fail at step ``start``."""
+
+    def __init__(self, nodes: Sequence[str] = ("head", "node-0", "node-1")) -> None:
+        self.state = dict.fromkeys(nodes, "running")
+        self.calls: list[tuple[str, list[str]]] = []
+        self.gate: threading.Event | None = None
+        self.hold = set(nodes)  # the nodes whose operations wait for the gate
+        self.entered = threading.Event()
+        self.fail: str | None = None
+
+    def _do(self, action: str, nodes: Sequence[str], on_event: OnEvent | None, to: str) -> None:
+        self.calls.append((action, list(nodes)))
+        self.entered.set()
+        if self.gate is not None and not self.hold.isdisjoint(nodes):
+            assert self.gate.wait(30), "the test never opened the gate"
+        report = Reporter("nodeops", on_event)
+        for node in nodes:
+            report.status(f"{node}: {action}", node=node, step="podman")
+            if node == self.fail:
+                err = TestbedError(f"node {node}: step start: the container did not start")
+                err.node, err.step = node, "start"  # type: ignore[attr-defined]
+                raise err
+            self.state[node] = to
+
+    def power_on(
+        self, exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+    ) -> None:
+        self._do("power_on", nodes, on_event, "running")
+
+    def power_off(
+        self, exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+    ) -> None:
+        self._do("power_off", nodes, on_event, "exited")
+
+    def reload(
+        self, exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+    ) -> None:
+        self._do("reload", nodes, on_event, "running")
+
+    def states(self, exp: Experiment) -> dict[str, str]:
+        return dict(self.state)
+
+
+def settings_for(exp: Experiment, ops: FakeNodeOps) -> Settings:
+    # other experiments are found in this PTC_HOME only: unit tests start no containers
+    places = service.Places.of(exp)
+    digest = credential.digest(credential.read(places.credential))
+    return Settings(exp.name, digest, Journal(places.journal), ops, Resolver(home_nodes))
+
+
+def secret(exp: Experiment) -> str:
+    return credential.read(service.Places.of(exp).credential)

@@ -1,0 +1,290 @@
+"""The control service's API with a fake of nodeops: refusals name what they refuse and change
+nothing; operations answer with their steps; the journal replays; busy nodes are refused."""
+
+from __future__ import annotations
+
+import stat
+import threading
+from typing import Any
+
+import pytest
+from control_support import FakeNodeOps, make_experiment, secret, settings_for
+from fastapi.testclient import TestClient
+
+from elastic.errors import TestbedError
+from elastic.testbed.control import service
+from elastic.testbed.control.app import create_app
+from elastic.testbed.experiment import Experiment
+
+
+@pytest.fixture
+def alpha() -> Experiment:
+    return make_experiment("alpha")
+
+
+@pytest.fixture
+def beta() -> Experiment:
+    return make_experiment("beta")
+
+
+@pytest.fixture
+def ops() -> FakeNodeOps:
+    return FakeNodeOps()
+
+
+def client(exp: Experiment, ops: FakeNodeOps) -> TestClient:
+    return TestClient(create_app(settings_for(exp, ops)))
+
+
+def auth(exp: Experiment) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret(exp)}"}
+
+
+def operate(action: str, nodes: list[str], request_id: str = "r1") -> dict[str, Any]:
+    return {"id": request_id, "action": action, "nodes": nodes}
+
+
+def test_credential_file_is_root_only_and_unique_per_experiment(
+    alpha: Experiment, beta: Experiment
+) -> None:
+    path = service.Places.of(alpha).credential
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert len(secret(alpha)) >= 32
+    assert secret(alpha) != secret(beta)
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic abc", "Bearer "])
+def test_missing_or_wrong_credential_is_401_and_nothing_runs(
+    alpha: Experiment, ops: FakeNodeOps, header: str | None
+) -> None:
+    headers = {"Authorization": header} if header is not None else {}
+    api = client(alpha, ops)
+    answer = api.post("/v1/operations", json=operate("power_off", ["node-0"]), headers=headers)
+    assert answer.status_code == 401
+    assert "credential" in answer.json()["detail"]
+    assert api.get("/v1/nodes", headers=headers).status_code == 401
+    assert ops.calls == []
+    assert not list(service.Places.of(alpha).journal.glob("*.json"))
+
+
+def test_another_experiments_credential_is_401(
+    alpha: Experiment, beta: Experiment, ops: FakeNodeOps
+) -> None:
+    answer = client(alpha, ops).post(
+        "/v1/operations", json=operate("power_off", ["node-0"]), headers=auth(beta)
+    )
+    assert answer.status_code == 401
+    assert ops.calls == []
+
+
+def test_unknown_node_is_404_naming_it(alpha: Experiment, ops: FakeNodeOps) -> None:
+    answer = client(alpha, ops).post(
+        "/v1/operations", json=operate("power_off", ["node-0", "node-9"]), headers=auth(alpha)
+    )
+    assert answer.status_code == 404
+    assert answer.json()["node"] == "node-9"
+    assert "'node-9'" in answer.json()["detail"]
+    assert ops.calls == []  # node-0 was not touched either
+    assert ops.state["node-0"] == "running"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "beta-node-0",
+        "urn:publicid:IDN+ptc.local+node+beta-node-0",
+        "urn:publicid:IDN+ptc.local+sliver+beta-node-0",
+        "ptc-beta-node-0",
+    ],
+)
+def test_another_experiments_node_is_403_naming_it(
+    alpha: Experiment, beta: Experiment, ops: FakeNodeOps, name: str
+) -> None:
+    answer = client(alpha, ops).post(
+        "/v1/operations", json=operate("power_off", ["head", name]), headers=auth(alpha)
+    )
+    assert answer.status_code == 403
+    assert answer.json()["node"] == name
+    assert "another experiment" in answer.json()["detail"]
+    assert ops.calls == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["node-0", "alpha-node-0", "ptc-alpha-node-0", "urn:publicid:IDN+ptc.local+node+alpha-node-0"],
+)
+def test_own_node_by_any_of_its_names(alpha: Experiment, ops: FakeNodeOps, name: str) -> None:
+    answer = client(alpha, ops).post(
+        "/v1/operations", json=operate("power_off", [name]), headers=auth(alpha)
+    )
+    assert answer.status_code == 200, answer.text
+    assert ops.calls == [("power_off", ["node-0"])]
+
+
+def test_malformed_request_is_422_naming_the_field(alpha: Experiment, ops: FakeNodeOps) -> None:
+    api = client(alpha, ops)
+    answer = api.post("/v1/operations", json=operate("explode", ["node-0"]), headers=auth(alpha))
+    assert answer.status_code == 422
+    assert "action" in answer.json()["detail"]
+    answer = api.post("/v1/operations", json=operate("power_on", []), headers=auth(alpha))
+    assert answer.status_code == 422 and "nodes" in answer.json()["detail"]
+    answer = api.post(
+        "/v1/operations", json=operate("power_on", ["node-0"], "../x"), headers=auth(alpha)
+    )
+    assert answer.status_code == 422 and "id" in answer.json()["detail"]
+    assert ops.calls == []
+
+
+def test_nodes_lists_this_experiments_states(alpha: Experiment, ops: FakeNodeOps) -> None:
+    answer = client(alpha, ops).get("/v1/nodes", headers=auth(alpha))
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "experiment": "alpha",
+        "nodes": {"head": "running", "node-0": "running", "node-1": "running"},
+    }
+
+
+def test_operation_answers_with_steps_and_is_journaled(alpha: Experiment, ops: FakeNodeOps) -> None:
+    api = client(alpha, ops)
+    answer = api.post(
+        "/v1/operations", json=operate("power_off", ["node-0", "node-1"]), headers=auth(alpha)
+    )
+    body = answer.json()
+    assert answer.status_code == 200
+    assert body["state"] == "done" and body["replayed"] is False and body["attempts"] == 1
+    assert [s["node"] for s in body["steps"]] == ["node-0", "node-1"]
+    assert all(s["step"] == "podman" for s in body["steps"])
+    ats = [s["at"] for s in body["steps"]]
+    assert ats == sorted(ats)
+    assert ops.state["node-0"] == ops.state["node-1"] == "exited"
+    assert api.get("/v1/operations/r1", headers=auth(alpha)).json()["state"] == "done"
+
+
+def test_same_request_id_replays_the_recorded_result(alpha: Experiment, ops: FakeNodeOps) -> None:
+    api = client(alpha, ops)
+    first = api.post("/v1/operations", json=operate("power_off", ["node-0"]), headers=auth(alpha))
+    again = api.post("/v1/operations", json=operate("power_off", ["node-0"]), headers=auth(alpha))
+    assert first.status_code == again.status_code == 200
+    assert again.json()["replayed"] is True
+    assert again.json()["started"] == first.json()["started"]
+    assert ops.calls == [("power_off", ["node-0"])]
+    # a new service (a restart) on the same journal replays it too
+    restarted = client(alpha, ops)
+    answer = restarted.post(
+        "/v1/operations", json=operate("power_off", ["node-0"]), headers=auth(alpha)
+    )
+    assert answer.json()["replayed"] is True
+    assert ops.calls == [("power_off", ["node-0"])]
+
+
+def test_request_id_reused_for_another_operation_is_409(
+    alpha: Experiment, ops: FakeNodeOps
+) -> None:
+    api = client(alpha, ops)
+    api.post("/v1/operations", json=operate("power_off", ["node-0"]), headers=auth(alpha))
+    answer = api.post("/v1/operations", json=operate("power_on", ["node-0"]), headers=auth(alpha))
+    assert answer.status_code == 409
+    assert "'r1'" in answer.json()["detail"]
+    assert len(ops.calls) == 1
+
+
+def test_failure_names_node_and_step_and_is_replayed(alpha: Experiment, ops: FakeNodeOps) -> None:
+    ops.fail = "node-1"
+    api = client(alpha, ops)
+    answer = api.post(
+        "/v1/operations", json=operate("power_on", ["node-0", "node-1"]), headers=auth(alpha)
+    )
+    assert answer.status_code == 502
+    assert (answer.json()["node"], answer.json()["step"]) == ("node-1", "start")
+    assert answer.json()["operation"]["state"] == "failed"
+    again = api.post(
+        "/v1/operations", json=operate("power_on", ["node-0", "node-1"]), headers=auth(alpha)
+    )
+    assert again.status_code == 502 and again.json()["operation"]["replayed"] is True
+    assert len(ops.calls) == 1
+
+
+def test_restart_after_an_interrupted_operation_runs_it_once_more(
+    alpha: Experiment, ops: FakeNodeOps
+) -> None:
+    settings = settings_for(alpha, ops)
+    # what a service killed mid-operation leaves: the record, started, and nothing after
+    settings.journal.start("r1", "power_on", ["node-0"])
+    api = TestClient(create_app(settings_for(alpha, ops)))  # the restarted service
+    assert api.get("/v1/operations/r1", headers=auth(alpha)).json()["state"] == "interrupted"
+    answer = api.post("/v1/operations", json=operate("power_on", ["node-0"]), headers=auth(alpha))
+    body = answer.json()
+    assert answer.status_code == 200
+    assert (body["state"], body["attempts"], body["replayed"]) == ("done", 2, False)
+    assert len(body["interrupted"]) == 1
+    assert ops.calls == [("power_on", ["node-0"])]
+    again = api.post("/v1/operations", json=operate("power_on", ["node-0"]), headers=auth(alpha))
+    assert again.json()["replayed"] is True
+    assert ops.calls == [("power_on", ["node-0"])]
+
+
+def test_concurrent_request_for_a_busy_node_is_409(alpha: Experiment, ops: FakeNodeOps) -> None:
+    ops.gate = threading.Event()
+    ops.hold = {"node-0", "node-1"}
+    api = client(alpha, ops)
+    answers: dict[str, Any] = {}
+
+    def first() -> None:
+        answers["first"] = api.post(
+            "/v1/operations", json=operate("power_off", ["node-0", "node-1"]), headers=auth(alpha)
+        )
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    assert ops.entered.wait(10)
+    busy = api.post("/v1/operations", json=operate("reload", ["node-1"], "r2"), headers=auth(alpha))
+    free = api.post("/v1/operations", json=operate("reload", ["head"], "r3"), headers=auth(alpha))
+    ops.gate.set()
+    worker.join(10)
+    assert busy.status_code == 409
+    assert busy.json()["node"] == "node-1" and "'r1'" in busy.json()["detail"]
+    assert free.status_code == 200
+    assert answers["first"].status_code == 200
+    assert ops.calls == [("power_off", ["node-0", "node-1"]), ("reload", ["head"])]
+    # the refused request was not journaled: it can be sent again once the node is free
+    retry = api.post(
+        "/v1/operations", json=operate("reload", ["node-1"], "r2"), headers=auth(alpha)
+    )
+    assert retry.status_code == 200 and retry.json()["replayed"] is False
+
+
+def test_same_request_id_while_it_runs_waits_for_its_result(
+    alpha: Experiment, ops: FakeNodeOps
+) -> None:
+    ops.gate = threading.Event()
+    api = client(alpha, ops)
+    answers: list[Any] = []
+
+    def send() -> None:
+        answers.append(
+            api.post("/v1/operations", json=operate("power_off", ["node-0"]), headers=auth(alpha))
+        )
+
+    workers = [threading.Thread(target=send) for _ in range(2)]
+    workers[0].start()
+    assert ops.entered.wait(10)
+    workers[1].start()
+    ops.gate.set()
+    for w in workers:
+        w.join(10)
+    assert [a.status_code for a in answers] == [200, 200]
+    assert sorted(a.json()["replayed"] for a in answers) == [False, True]
+    assert ops.calls == [("power_off", ["node-0"])]
+
+
+def test_failure_place_read_from_nodeops_message(alpha: Experiment, ops: FakeNodeOps) -> None:
+    def fails(exp: Experiment, nodes: Any, on_event: Any = None) -> None:
+        raise TestbedError("node node-0: power on: podman start failed: no such container")
+
+    ops.power_on = fails  # type: ignore[method-assign]
+    answer = client(alpha, ops).post(
+        "/v1/operations", json=operate("power_on", ["node-0"]), headers=auth(alpha)
+    )
+    assert answer.status_code == 502
+    assert (answer.json()["node"], answer.json()["step"]) == ("node-0", "podman start")
