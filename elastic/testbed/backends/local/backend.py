@@ -42,6 +42,9 @@ from elastic.testbed.topology import Login, Node, Topology
 NODE_LABEL = "io.ptc.node"
 GENI_DIR = "/var/lib/ptc-geni"
 SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
+# The exports' directories inside it, mounted where the NFS roles expect them: nodes may not
+# mount (README, "What a node may do on the host"), so the roles only check these.
+SHARES = {"home": "/home", "opt-ptc": "/opt/ptc"}
 
 BOOT_TIMEOUT = 120.0
 EXECUTE_TIMEOUT = 300.0
@@ -106,6 +109,8 @@ class LocalBackend:
         if names:
             podman.run("rm", "--force", "--time", "0", *names, check=False)
         left = podman.containers_of(exp.name)
+        for name in set(names) - set(left):
+            privileges.release_cgroup(name)
         if left:
             raise TestbedError(f"could not remove containers of {exp.name!r}: {', '.join(left)}")
         links.stop(exp.dir)
@@ -328,6 +333,8 @@ class LocalBackend:
         names = [n for n in names if podman.inspect(n) is not None]
         if names:
             podman.run("rm", "--force", "--time", "0", *names)
+        for name in names:
+            privileges.release_cgroup(name)
         links.release(exp.dir, exp.name, nodes)
         for node in nodes:
             shutil.rmtree(exp.node_dir(node), ignore_errors=True)
@@ -358,7 +365,8 @@ class LocalBackend:
             "--label",
             f"{NODE_LABEL}={node.client_id}",
             *privileges.container_args(),
-            "--systemd=always",
+            *privileges.cgroup_args(name),
+            *privileges.repository_masks(paths.REPO_ROOT, [paths.home(), paths.image_cache_dir()]),
             "--no-hosts",
             "--network",
             "podman",
@@ -371,6 +379,9 @@ class LocalBackend:
             "--volume",
             f"{shared}:{SHARED_MOUNT}",
         ]
+        for share, mount in SHARES.items():
+            (shared / share).mkdir(exist_ok=True)
+            args += ["--volume", f"{shared / share}:{mount}:nodev,nosuid"]
         for store in node.blockstores:
             if store.mount:
                 host_dir = exp.node_dir(node.client_id) / "blockstores" / store.name
