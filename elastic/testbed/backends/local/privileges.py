@@ -28,6 +28,8 @@ CAPABILITIES: dict[str, str] = {
     "AUDIT_WRITE": "sshd and PAM record logins",
     "SETFCAP": "dpkg sets file capabilities of packages the roles install",
     "DAC_READ_SEARCH": "NFS-Ganesha's VFS backend reopens exported files by handle",
+    "SYS_NICE": "slurmstepd binds job tasks to their cores (task/affinity)",
+    "SYS_PTRACE": "root inspects any process of its node (/proc/PID/environ, gdb, strace)",
 }
 
 # Slurm's cgroup plugins write these v1 controllers (proctrack/cgroup: freezer; task/cgroup:
