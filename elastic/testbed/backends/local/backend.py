@@ -77,7 +77,7 @@ class LocalBackend:
             raise TestbedError(f"the local testbed needs {', '.join(missing)}: run `make setup`")
         if os.geteuid() != 0:
             raise TestbedError(
-                "the local testbed needs root (network namespaces, privileged nodes)"
+                "the local testbed needs root (network namespaces, node cgroups)"
             )
         host_limits.ensure_inotify_instances(self.report)
 
