@@ -76,9 +76,7 @@ class LocalBackend:
         if missing:
             raise TestbedError(f"the local testbed needs {', '.join(missing)}: run `make setup`")
         if os.geteuid() != 0:
-            raise TestbedError(
-                "the local testbed needs root (network namespaces, node cgroups)"
-            )
+            raise TestbedError("the local testbed needs root (network namespaces, node cgroups)")
         host_limits.ensure_inotify_instances(self.report)
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
