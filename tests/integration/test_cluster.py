@@ -164,7 +164,9 @@ def test_nfs_probes_in_lockstep_from_identical_nodes(deployed: Path) -> None:
     nodes = ("node-0", "node-1")
     probe = (
         f"while [ ! -e {go} ]; do sleep 0.005; done; "
-        "unshare --pid --fork ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'"
+        # A user namespace of its own lets root make the PID namespace: nodes lack SYS_ADMIN.
+        "unshare --user --map-root-user --pid --fork "
+        "ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'"
     )
     failures = []
     for attempt in range(8):

@@ -23,6 +23,8 @@ import pytest
 from naming import experiment_name
 from remote import ssh
 
+from elastic.testbed.backends.local import backend, podman
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Overridable so that parallel developers' runs on one machine do not collide.
@@ -249,7 +251,11 @@ def test_broken_share_drains_node_and_repair_returns_it(deployed: Path) -> None:
         state, _, reason = out.partition("|")
         return state, reason
 
-    ssh(deployed, "node-1", "umount /home || umount -l /home")
+    # The testbed owns the share's mount (nodes may not mount): break and repair it from the host.
+    info = podman.inspect(backend.container_name(deployed.name, "node-1"))
+    assert info is not None, "node-1 has no container"
+    in_node = ["nsenter", "--target", str(info["State"]["Pid"]), "--mount", "--"]
+    subprocess.run([*in_node, "umount", "/home"], check=True)
     try:
         drained = wait_for(
             lambda: "|".join(s) if "drain" in (s := node_state())[0] else None,
@@ -258,7 +264,19 @@ def test_broken_share_drains_node_and_repair_returns_it(deployed: Path) -> None:
         )
         assert drained.split("|")[1] == "ptc-health: /home is not mounted", drained
     finally:
-        ssh(deployed, "node-1", "mountpoint -q /home || mount /home")
+        if ssh(deployed, "node-1", "mountpoint -q /home", check=False).returncode != 0:
+            subprocess.run(
+                [
+                    *in_node,
+                    "mount",
+                    "--bind",
+                    "-o",
+                    "nodev,nosuid",
+                    "/ptc-testbed/shared/home",
+                    "/home",
+                ],
+                check=True,
+            )
     back = wait_for(
         lambda: "|".join(s) if (s := node_state())[0] == "idle" else None,
         150,

@@ -46,6 +46,9 @@ NODE_LABEL = "io.ptc.node"
 GENI_DIR = "/var/lib/ptc-geni"
 CONTROL_MOUNT = "/run/ptc-testbed"  # elastic.testbed.control.MOUNT
 SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
+# The exports' directories inside it, mounted where the NFS roles expect them: nodes may not
+# mount (README, "What a node may do on the host"), so the roles only check these.
+SHARES = {"home": "/home", "opt-ptc": "/opt/ptc"}
 
 BOOT_TIMEOUT = 120.0
 EXECUTE_TIMEOUT = 300.0
@@ -79,9 +82,7 @@ class LocalBackend:
         if missing:
             raise TestbedError(f"the local testbed needs {', '.join(missing)}: run `make setup`")
         if os.geteuid() != 0:
-            raise TestbedError(
-                "the local testbed needs root (network namespaces, privileged nodes)"
-            )
+            raise TestbedError("the local testbed needs root (network namespaces, node cgroups)")
         host_limits.ensure_inotify_instances(self.report)
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
@@ -112,6 +113,8 @@ class LocalBackend:
         if names:
             podman.run("rm", "--force", "--time", "0", *names, check=False)
         left = podman.containers_of(exp.name)
+        for name in set(names) - set(left):
+            privileges.release_cgroup(name)
         if left:
             raise TestbedError(f"could not remove containers of {exp.name!r}: {', '.join(left)}")
         links.stop(exp.dir)
@@ -498,6 +501,8 @@ class LocalBackend:
         names = [n for n in names if podman.inspect(n) is not None]
         if names:
             podman.run("rm", "--force", "--time", "0", *names)
+        for name in names:
+            privileges.release_cgroup(name)
         links.release(exp.dir, exp.name, nodes)
         for node in nodes:
             shutil.rmtree(exp.node_dir(node), ignore_errors=True)
@@ -530,7 +535,8 @@ class LocalBackend:
             f"{NODE_LABEL}={node.client_id}",
             *capacity.label_args(),  # the machine it takes from the testbed's count
             *privileges.container_args(),
-            "--systemd=always",
+            *privileges.cgroup_args(name),
+            *privileges.repository_masks(paths.REPO_ROOT, [paths.home(), paths.image_cache_dir()]),
             "--no-hosts",
             "--network",
             "podman",
@@ -547,6 +553,9 @@ class LocalBackend:
             f"{exp.control_dir}:{CONTROL_MOUNT}:ro",
             *_hidden_state(),
         ]
+        for share, mount in SHARES.items():
+            (shared / share).mkdir(exist_ok=True)
+            args += ["--volume", f"{shared / share}:{mount}:nodev,nosuid"]
         for store in node.blockstores:
             if store.mount:
                 host_dir = exp.node_dir(node.client_id) / "blockstores" / store.name

@@ -1,7 +1,104 @@
-"""What a node container is granted on the host (its podman security arguments)."""
+"""What a node container is granted on the host (its podman security arguments).
+
+A node is not ``--privileged``: root on a node must not be root on the host. It runs with
+podman's default seccomp filter, the host's devices hidden (only podman's pseudo-devices:
+null, zero, tty, pts ...), /proc and /sys read-only and masked as podman masks them, and
+these capabilities only, each for a named need (README, "What a node may do on the host"):
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+
+CAPABILITIES: dict[str, str] = {
+    "CHOWN": "apt and the roles give files to their owners (munge key, Slurm spool, MariaDB)",
+    "DAC_OVERRIDE": "root reads and writes any file of its own node, as on a real node",
+    "FOWNER": "root changes modes and times of files it does not own (roles, dpkg)",
+    "FSETID": "setuid and setgid bits survive dpkg's chown of package files",
+    "KILL": "systemd, slurmd and scancel signal other users' processes",
+    "SETUID": "sshd, su, munged, slurmstepd and services run as their users",
+    "SETGID": "the same for groups",
+    "SETPCAP": "systemd bounds the capabilities of its services",
+    "NET_BIND_SERVICE": "sshd (22), rpcbind (111) and NFS-Ganesha (2049) bind low ports",
+    "NET_RAW": "ping across the experiment's LAN (link checks, users)",
+    "SYS_CHROOT": "sshd's privilege separation",
+    "AUDIT_WRITE": "sshd and PAM record logins",
+    "SETFCAP": "dpkg sets file capabilities of packages the roles install",
+    "DAC_READ_SEARCH": "NFS-Ganesha's VFS backend reopens exported files by handle",
+    "SYS_NICE": "slurmstepd binds job tasks to their cores (task/affinity)",
+    "SYS_PTRACE": "root inspects any process of its node (/proc/PID/environ, gdb, strace)",
+}
+
+# Slurm's cgroup plugins write these v1 controllers (proctrack/cgroup: freezer; task/cgroup:
+# cpuset, memory; jobacct_gather/cgroup: cpuacct, memory). podman mounts a non-privileged
+# container's controllers read-only, so each node gets a cgroup of its own on the host, named
+# by a digest (its name would tell other nodes about other experiments), and sees exactly
+# that one read-write, nothing above or beside it.
+CGROUP_V1 = Path("/sys/fs/cgroup")
+CGROUP_CONTROLLERS = ("cpuset", "cpuacct", "memory", "freezer")
+CGROUP_PARENT = "ptc-nodes"
+
 
 def container_args() -> list[str]:
-    return ["--privileged"]
+    """The grants every node container starts with (no host devices, no extra options)."""
+    return ["--cap-drop", "all", "--cap-add", ",".join(CAPABILITIES)]
+
+
+def hybrid_cgroups() -> bool:
+    """Whether the host has cgroup v1 controllers (this one: hybrid, v1 plus a named
+    systemd hierarchy), as opposed to the unified v2 hierarchy only."""
+    return (CGROUP_V1 / "systemd" / "cgroup.procs").is_file()
+
+
+def node_cgroup(container: str) -> str:
+    digest = hashlib.sha256(container.encode()).hexdigest()[:16]
+    return f"/{CGROUP_PARENT}/{digest}"
+
+
+def cgroup_args(container: str) -> list[str]:
+    """systemd as PID 1, and the node's own cgroup, created on the host, shown read-write.
+
+    On a cgroup v2 host, podman's systemd mode with a private cgroup namespace already gives
+    the node its own subtree read-write."""
+    if not hybrid_cgroups():
+        return ["--systemd=always", "--cgroupns=private"]
+    # systemd=always also mounts the host's named systemd hierarchy (no controllers): systemd
+    # tracks services there by the host's paths, which a private cgroup namespace would change.
+    args = ["--systemd=always", "--cgroup-parent", node_cgroup(container)]
+    for controller in CGROUP_CONTROLLERS:
+        host = CGROUP_V1 / controller / node_cgroup(container).lstrip("/")
+        host.mkdir(parents=True, exist_ok=True)
+        args += ["--volume", f"{host}:{CGROUP_V1 / controller}:rw"]
+    return args
+
+
+def release_cgroup(container: str) -> None:
+    """Remove a removed node's cgroups from the host (deepest first; empty by now)."""
+    if not hybrid_cgroups():
+        return
+    # runc made the node's cgroup in every hierarchy, not only in the ones the node writes.
+    for hierarchy in sorted(CGROUP_V1.iterdir()):
+        top = hierarchy / node_cgroup(container).lstrip("/")
+        if not top.is_dir():
+            continue
+        for root, _dirs, _files in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            # A cgroup still holding a process stays; the next removal retries it.
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
+
+
+def repository_masks(repository: Path, state: list[Path]) -> list[str]:
+    """Hide ptc's own state from a node when it lives inside the repository the node sees at
+    /local/repository (for example PTC_HOME=$PWD/state): other experiments' keys are there."""
+    args: list[str] = []
+    for path in state:
+        try:
+            inside = path.resolve().relative_to(repository.resolve())
+        except ValueError:
+            continue
+        if inside.parts:
+            args += ["--tmpfs", f"/local/repository/{inside}:ro,size=4k,mode=0555,notmpcopyup"]
+    return args
