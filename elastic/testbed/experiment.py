@@ -12,6 +12,7 @@ Layout of ``$PTC_HOME/experiments/NAME/``::
     datasets/         benchmark datasets
     shared/           (local testbed) the directory every node shares as /home and /opt/ptc
     nodes/NODE/       (local testbed) what the host keeps per node: geni-get data, blockstores
+    loans.json        which of its machines are lent to which experiment, as which node
 
 Every path below ``dir`` is a property here; nothing else joins paths onto ``dir``.
 """
@@ -86,6 +87,10 @@ class Experiment:
     @property
     def shared_dir(self) -> Path:
         return self.dir / "shared"
+
+    @property
+    def loans_path(self) -> Path:
+        return self.dir / "loans.json"
 
     def node_dir(self, node: str) -> Path:
         return self.dir / "nodes" / node
