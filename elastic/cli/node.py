@@ -1,4 +1,5 @@
-"""Node operations on a running experiment: power-off, power-on, reload, status."""
+"""Node operations on a running experiment: power-off, power-on, reload, release, allocate,
+status."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ err_console = Console(stderr=True)
 
 Name = Annotated[str, typer.Argument(help="experiment name")]
 Nodes = Annotated[list[str], typer.Argument(help="node client_ids", show_default=False)]
+AsJson = Annotated[
+    bool, typer.Option("--json", help="the experiment's node states after, as JSON on stdout")
+]
 
 
 def _run(
@@ -60,6 +64,55 @@ def reload(name: Name, nodes: Nodes) -> None:
     Then `ptc deploy NAME` configures them."""
     _run(name, nodes, nodeops.reload, "reloaded")
     err_console.print(f"next: ptc deploy {name}")
+
+
+def _after(name: str, done: str, nodes: Sequence[str], as_json: bool) -> None:
+    if as_json:
+        exp = experiments.load(name)
+        print(
+            json.dumps(
+                {
+                    "experiment": name,
+                    done: list(dict.fromkeys(nodes)),
+                    "nodes": nodeops.states(exp),
+                },
+                indent=1,
+            )
+        )
+
+
+@app.command("release")
+def release(name: Name, nodes: Nodes, as_json: AsJson = False) -> None:
+    """Take nodes out of the experiment; their machines go back to the testbed's free pool.
+
+    The manifest, the other nodes' /etc/hosts and the inventory no longer name them."""
+    _run(name, nodes, nodeops.release, "released")
+    _after(name, "released", nodes, as_json)
+
+
+@app.command("allocate")
+def allocate(
+    name: Name,
+    nodes: Nodes,
+    like: Annotated[
+        str | None,
+        typer.Option(
+            "--like", help="make new nodes of these names, copies of this node", metavar="NODE"
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Bring nodes from the testbed's free pool into the experiment, with fresh disks.
+
+    Without --like, nodes of the experiment's profile it does not hold (released earlier);
+    with --like NODE, new nodes copied from NODE, on its LANs. Then `ptc deploy NAME`
+    configures them."""
+
+    def operation(exp: Experiment, chosen: Sequence[str], on_event: OnEvent | None) -> None:
+        nodeops.allocate(exp, chosen, like, on_event)
+
+    _run(name, nodes, operation, "allocated")
+    _after(name, "allocated", nodes, as_json)
 
 
 @app.command("status")

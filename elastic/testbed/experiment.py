@@ -43,6 +43,11 @@ class Experiment:
     # Adopted: the nodes were made elsewhere (the portal) and ptc only reads their manifest, so
     # `ptc down` forgets the experiment and never deletes a sliver it did not create.
     adopted: bool = False
+    # Nodes moved by `ptc node release` and `allocate`, which a later re-render of the profile
+    # must keep as they are: profile nodes released from the experiment, and nodes allocated
+    # as copies of another (name -> the node copied; their spec is the one in the manifest).
+    released: list[str] = field(default_factory=list)
+    clones: dict[str, str] = field(default_factory=dict)
 
     @property
     def dir(self) -> Path:

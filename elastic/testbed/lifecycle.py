@@ -16,7 +16,7 @@ from typing import Any
 from elastic import atomic
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.events import OnEvent, Reporter
-from elastic.testbed import backends, capacity, inventory, render, rspec
+from elastic.testbed import backends, capacity, inventory, membership, render, rspec
 from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.base import Backend
@@ -107,8 +107,10 @@ def modify(
     rendered = render.render_request(profile, target.params, warnings_fatal=warnings_fatal)
     for warning in rendered.warnings:
         report.warning(f"profile parameter warning: {warning}")
-    request_xml, request = rendered.xml, rendered.topology
-    change = changes.plan(rspec.parse_manifest(exp.manifest()), request)
+    current = rspec.parse_manifest(exp.manifest())
+    request_xml = rendered.xml
+    request = membership.request(rendered.topology, exp.released, exp.clones, current)
+    change = changes.plan(current, request)
     report.status(f"{name}: {change.describe()}")
 
     backend = backend_for(exp, on_event)
@@ -160,7 +162,8 @@ def replace_nodes_of(
         )
     old_logins = [n.login for n in manifest.nodes if n.client_id in nodes and n.login]
     profile = _profile_of(exp)
-    request = render.render_request(profile, exp.params, warnings_fatal=False).topology
+    rendered = render.render_request(profile, exp.params, warnings_fatal=False).topology
+    request = membership.request(rendered, exp.released, exp.clones, manifest)
     backend = backend_for(exp, on_event)
     backend.preflight()
     report.status(f"{name}: replacing {', '.join(nodes)}")
@@ -188,6 +191,123 @@ def replace_nodes_of(
     )
     write_inventory(exp)
     return exp
+
+
+def release_nodes_of(
+    exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+) -> Experiment:
+    """Take ``nodes`` out of the experiment and give their machines back to the testbed.
+
+    The experiment records them as released (a copied node is simply forgotten), so a later
+    `ptc modify` or `ptc replace` does not bring them back."""
+    report = Reporter("release", on_event)
+    _require_ready(exp)
+    manifest = rspec.parse_manifest(exp.manifest())
+    known = [n.client_id for n in manifest.nodes]
+    if unknown := [n for n in nodes if n not in known]:
+        released = [n for n in unknown if n in exp.released]
+        raise NotFoundError(
+            f"release: experiment {exp.name!r} has no node {', '.join(map(repr, unknown))}"
+            + (f" ({', '.join(released)} already released)" if released else "")
+            + f"; its nodes are {', '.join(known)}"
+        )
+    chosen = list(dict.fromkeys(nodes))
+    if not set(known) - set(chosen):
+        raise InputError(
+            f"release: {', '.join(chosen)} {'is' if len(chosen) == 1 else 'are'} the last "
+            f"node{'s' * (len(chosen) != 1)} of experiment {exp.name!r}; an experiment keeps at "
+            f"least one (`ptc down {exp.name}` gives them all back)"
+        )
+    old_logins = [n.login for n in manifest.nodes if n.client_id in chosen and n.login]
+    backend = backend_for(exp, on_event)
+    backend.preflight()
+    report.status(f"{exp.name}: releasing {', '.join(chosen)}")
+    exp.state = "modifying"
+    exp.save()
+    try:
+        manifest_xml = backend.release(exp, chosen)
+        atomic.write_bytes(exp.manifest_path, manifest_xml)
+    finally:
+        exp.state = "ready"
+        exp.save()
+    _forget_host_keys(exp, old_logins)
+    # A profile node is remembered as released; a copy has nothing left to remember.
+    profile_nodes = [n for n in chosen if n not in exp.clones and n not in exp.released]
+    exp.clones = {c: like for c, like in exp.clones.items() if c not in chosen}
+    exp.released = [*exp.released, *profile_nodes]
+    exp.save()
+    write_inventory(exp)
+    return exp
+
+
+def allocate_nodes_of(
+    exp: Experiment,
+    nodes: Sequence[str],
+    like: str | None = None,
+    on_event: OnEvent | None = None,
+) -> Experiment:
+    """Bring ``nodes`` into the experiment from the testbed's free pool, with fresh disks.
+
+    Without ``like`` each is a node of the profile's request that the experiment does not
+    hold (one released earlier comes back with its name and addresses); with ``like`` each is
+    a new node, a copy of the experiment's node ``like``, recorded so that a later `ptc modify`
+    or `ptc replace` keeps it."""
+    report = Reporter("allocate", on_event)
+    _require_ready(exp)
+    if not nodes:
+        raise InputError(f"allocate: name the nodes to bring into {exp.name!r}")
+    chosen = list(dict.fromkeys(nodes))
+    manifest = rspec.parse_manifest(exp.manifest())
+    present = [n.client_id for n in manifest.nodes]
+    if held := [n for n in chosen if n in present]:
+        raise InputError(
+            f"allocate: experiment {exp.name!r} already holds node "
+            f"{', '.join(map(repr, held))}; nothing was allocated"
+        )
+    rendered = render.render_request(_profile_of(exp), exp.params, warnings_fatal=False).topology
+    in_profile = [n.client_id for n in rendered.nodes]
+    source = manifest
+    if like is None:
+        if unknown := [n for n in chosen if n not in in_profile]:
+            raise NotFoundError(
+                f"allocate: the request of experiment {exp.name!r} has no node "
+                f"{', '.join(map(repr, unknown))} (its nodes are {', '.join(in_profile)}); "
+                f"`--like NODE` allocates a new node as a copy of NODE"
+            )
+        target = replace(exp, released=[r for r in exp.released if r not in chosen])
+    else:
+        if like not in present:
+            raise NotFoundError(
+                f"allocate: --like {like!r}: experiment {exp.name!r} has no node {like!r}; "
+                f"its nodes are {', '.join(present)}"
+            )
+        if clash := [n for n in chosen if n in in_profile]:
+            raise InputError(
+                f"allocate: {', '.join(map(repr, clash))} is a node of the profile of "
+                f"{exp.name!r}: allocate it without --like"
+            )
+        source = membership.with_copies(manifest, like, chosen, used=rendered)
+        target = replace(exp, clones={**exp.clones, **dict.fromkeys(chosen, like)})
+    request = membership.request(rendered, target.released, target.clones, source)
+    rspec.validate(request)
+    backend = backend_for(exp, on_event)
+    backend.preflight()
+    report.status(f"{exp.name}: allocating {', '.join(chosen)}")
+    # Refused here, before anything is made, when the testbed has too few free machines.
+    with capacity.reserved(exp.testbed, exp.name, chosen):
+        exp.state = "modifying"
+        exp.save()
+        try:
+            manifest_xml = backend.allocate(target, request, chosen)
+        except BaseException:
+            exp.state = "ready"
+            exp.save()
+            raise
+    atomic.write_bytes(exp.manifest_path, manifest_xml)
+    target.state = "ready"
+    target.save()
+    write_inventory(target)
+    return target
 
 
 def _require_ready(exp: Experiment) -> None:

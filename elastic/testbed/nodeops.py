@@ -1,4 +1,4 @@
-"""Node-level operations on a running experiment: power off and on, reload.
+"""Node-level operations on a running experiment: power off and on, reload, release, allocate.
 
 Each checks the node names against the experiment's manifest (an unknown node is refused,
 naming it, before anything changes), asks the experiment's backend, and reports events with
@@ -57,11 +57,47 @@ def reload(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = Non
     _end(report, started, chosen)
 
 
+def release(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
+    """The nodes leave the experiment and their machines go back to the testbed's free pool;
+    the manifest, the remaining nodes' /etc/hosts, the inventory and known_hosts say so."""
+    _usable(exp, "release")
+    if not nodes:
+        raise InputError(f"release: name the nodes of {exp.name!r}")
+    chosen = list(dict.fromkeys(nodes))
+    report = Reporter("release", on_event)
+    started = time.monotonic()
+    report.begin(f"{exp.name}: releasing {', '.join(chosen)}", total=len(chosen))
+    with _one_at_a_time(exp, "release"):
+        lifecycle.release_nodes_of(experiments.load(exp.name), chosen, on_event)
+    _end(report, started, chosen)
+
+
+def allocate(
+    exp: Experiment, nodes: Sequence[str], like: str | None = None, on_event: OnEvent | None = None
+) -> None:
+    """Nodes from the testbed's free pool join the experiment with fresh disks: nodes of its
+    profile it does not hold (a released one comes back with its name and addresses), or with
+    ``like`` new nodes copied from that node of the experiment, on its LANs at free addresses.
+    Their host keys are pinned; every node's /etc/hosts, the manifest and inventory name them."""
+    _usable(exp, "allocate")
+    if not nodes:
+        raise InputError(f"allocate: name the nodes to bring into {exp.name!r}")
+    chosen = list(dict.fromkeys(nodes))
+    report = Reporter("allocate", on_event)
+    started = time.monotonic()
+    report.begin(f"{exp.name}: allocating {', '.join(chosen)}", total=len(chosen))
+    with _one_at_a_time(exp, "allocate"):
+        lifecycle.allocate_nodes_of(experiments.load(exp.name), chosen, like, on_event)
+    _end(report, started, chosen)
+
+
 def states(exp: Experiment) -> dict[str, str]:
-    """node client_id -> "running" | "stopped" | "missing" (or the testbed's own word)."""
+    """node client_id -> "running" | "stopped" | "missing" (or the testbed's own word); a
+    released node is "missing"."""
     if exp.adopted:
         raise InputError(f"experiment {exp.name!r} was adopted: the portal shows its nodes' state")
-    return lifecycle.backend_for(exp).power_states(exp)
+    found = lifecycle.backend_for(exp).power_states(exp)
+    return found | {n: "missing" for n in exp.released if n not in found}
 
 
 def _checked(exp: Experiment, nodes: Sequence[str], operation: str) -> list[str]:

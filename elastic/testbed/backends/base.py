@@ -51,6 +51,18 @@ class Backend(Protocol):
         and the step."""
         ...
 
+    def release(self, exp: Experiment, nodes: list[str]) -> bytes:
+        """Take ``nodes`` (known to the manifest, not all of them) out of the experiment and
+        give their machines back to the testbed; tell the remaining nodes. Return the new
+        manifest RSpec."""
+        ...
+
+    def allocate(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        """Make ``nodes`` of ``request`` (absent from the manifest) with fresh disks and join
+        them to the experiment, whose other nodes are those of the manifest; tell them all.
+        Return the new manifest RSpec. Leaves the experiment as it was when it raises."""
+        ...
+
     def power_states(self, exp: Experiment) -> dict[str, str]:
         """Map node client_id -> "running", "stopped" or "missing" (or the testbed's word)."""
         ...

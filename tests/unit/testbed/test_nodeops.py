@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from elastic import atomic
 from elastic.errors import InputError, NotFoundError, TestbedError
 from elastic.events import Event, Kind, collect
+from elastic.testbed import capacity, known_hosts, lifecycle, membership, nodeops, rspec
 from elastic.testbed import experiment as experiments
-from elastic.testbed import known_hosts, lifecycle, nodeops, rspec
 from elastic.testbed.backends.local import backend as local
 from elastic.testbed.backends.local import links, network
 from elastic.testbed.experiment import Experiment
@@ -73,6 +73,9 @@ class FakePodman:
                 c.port += 1
         elif verb == "exec":
             out, rc = self._exec(args, input)
+        elif verb == "rm":
+            for gone in args[1:]:
+                self.containers.pop(gone, None)
         if check and rc:
             raise TestbedError(f"podman {' '.join(args[:2])} failed: fake failure")
         return subprocess.CompletedProcess(["podman", *args], rc, out, "")
@@ -392,3 +395,198 @@ def test_the_cli_shows_states_as_json_and_exits_2_on_an_unknown_node(
     got = runner.invoke(node_cli.app, ["power-on", "cli", "nodex"])
     assert isinstance(got.exception, NotFoundError) and got.exception.exit_code == 2
     assert "no node 'nodex'" in str(got.exception)
+
+
+# -- release and allocate -----------------------------------------------------------------------
+
+
+class Moving:
+    """A backend that records release and allocate and answers as a testbed would: the
+    manifest without the released nodes, or with the allocated ones given logins."""
+
+    def __init__(self) -> None:
+        self.released: list[list[str]] = []
+        self.allocated: list[tuple[Topology, list[str]]] = []
+
+    def preflight(self) -> None:
+        pass
+
+    def power_states(self, exp: Experiment) -> dict[str, str]:
+        return {n.client_id: "running" for n in rspec.parse_manifest(exp.manifest()).nodes}
+
+    def release(self, exp: Experiment, nodes: list[str]) -> bytes:
+        self.released.append(nodes)
+        return rspec.write_manifest(membership.without(rspec.parse_manifest(exp.manifest()), nodes))
+
+    def allocate(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        self.allocated.append((request, nodes))
+        current = {n.client_id: n for n in rspec.parse_manifest(exp.manifest()).nodes}
+        nodes_after = [
+            current.get(n.client_id) or replace(n, login=Login("127.0.0.1", 2300 + i, "root"))
+            for i, n in enumerate(request.nodes)
+        ]
+        return rspec.write_manifest(replace(request, nodes=nodes_after))
+
+
+@pytest.fixture
+def moving(monkeypatch: pytest.MonkeyPatch) -> Moving:
+    backend = Moving()
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
+    return backend
+
+
+def test_release_takes_nodes_out_of_the_records_and_remembers_them(moving: Moving) -> None:
+    exp, _ = made("rel", SLURM_PROFILE, {"computeNodeCount": "2"})
+    events: list[Event] = []
+    nodeops.release(exp, ["node-1"], collect(events))
+    assert moving.released == [["node-1"]]
+    after = experiments.load("rel")
+    assert after.state == "ready" and after.released == ["node-1"]
+    names = [n.client_id for n in rspec.parse_manifest(after.manifest()).nodes]
+    assert names == ["head", "node-0"]
+    assert "node-1" not in (exp.inventory_dir / "hosts.yml").read_text()
+    assert "node-1" not in exp.ssh_config_path.read_text()
+    pins = exp.inventory_dir / "known_hosts"
+    assert known_hosts.pinned(pins, "127.0.0.1", 2202) == [], "the released node's key is kept"
+    assert known_hosts.pinned(pins, "127.0.0.1", 2201) == ["ssh-ed25519 AAAAkey-node-0"]
+    assert events[-1].topic == "release" and events[-1].kind is Kind.END
+    # A released node is "missing" to the testbed's power states.
+    assert nodeops.states(after)["node-1"] == "missing"
+
+
+def test_release_refuses_unknown_released_and_last_nodes(moving: Moving) -> None:
+    exp, _ = made("relx", SLURM_PROFILE, {"computeNodeCount": "1"})
+    with pytest.raises(NotFoundError, match=r"has no node 'nodex'"):
+        nodeops.release(exp, ["nodex"])
+    with pytest.raises(InputError, match=r"head, node-0 are the last nodes of experiment 'relx'"):
+        nodeops.release(exp, ["head", "node-0"])
+    nodeops.release(exp, ["node-0"])
+    with pytest.raises(NotFoundError, match=r"no node 'node-0' \(node-0 already released\)"):
+        nodeops.release(experiments.load("relx"), ["node-0"])
+    with pytest.raises(InputError, match=r"head is the last node"):
+        nodeops.release(experiments.load("relx"), ["head"])
+    assert moving.released == [["node-0"]]
+
+
+def test_allocate_brings_a_released_node_back_with_its_addresses(moving: Moving) -> None:
+    exp, request = made("back", SLURM_PROFILE, {"computeNodeCount": "2"})
+    nodeops.release(exp, ["node-1"])
+    nodeops.allocate(experiments.load("back"), ["node-1"])
+    asked, nodes = moving.allocated[0]
+    assert nodes == ["node-1"]
+    assert asked.node("node-1").interfaces == request.node("node-1").interfaces
+    after = experiments.load("back")
+    assert after.released == [] and after.state == "ready"
+    manifest = rspec.parse_manifest(after.manifest())
+    assert [n.client_id for n in manifest.nodes] == ["head", "node-0", "node-1"]
+    assert "node-1" in (exp.inventory_dir / "hosts.yml").read_text()
+
+
+def test_allocate_refuses_present_and_unknown_nodes_before_anything(moving: Moving) -> None:
+    exp, _ = made("alx", SLURM_PROFILE, {"computeNodeCount": "1"})
+    with pytest.raises(InputError, match=r"already holds node 'node-0'"):
+        nodeops.allocate(exp, ["node-0"])
+    with pytest.raises(NotFoundError, match=r"request of experiment 'alx' has no node 'lent-0'"):
+        nodeops.allocate(exp, ["lent-0"])
+    with pytest.raises(NotFoundError, match=r"--like 'nodex'"):
+        nodeops.allocate(exp, ["lent-0"], like="nodex")
+    with pytest.raises(InputError, match=r"node name 'Bad_Name' is invalid"):
+        nodeops.allocate(exp, ["Bad_Name"], like="node-0")
+    assert moving.allocated == []
+    assert experiments.load("alx").clones == {}
+
+
+def test_allocate_like_copies_the_node_onto_its_lans_at_a_free_address(moving: Moving) -> None:
+    exp, request = made("like", SLURM_PROFILE, {"computeNodeCount": "2"})
+    nodeops.release(exp, ["node-1"])  # its address stays reserved for its return
+    nodeops.allocate(experiments.load("like"), ["lent-0"], like="node-0")
+    asked, nodes = moving.allocated[0]
+    assert nodes == ["lent-0"]
+    copy, original = asked.node("lent-0"), request.node("node-0")
+    assert (copy.disk_image, copy.hardware_type, copy.execute) == (
+        original.disk_image,
+        original.hardware_type,
+        original.execute,
+    )
+    used = {i.ip for n in request.nodes for i in n.interfaces}
+    [iface] = copy.interfaces
+    assert iface.ip not in used and iface.netmask == original.interfaces[0].netmask
+    lan = next(lk for lk in asked.links if original.interfaces[0].client_id in lk.interface_refs)
+    assert iface.client_id in lan.interface_refs
+    after = experiments.load("like")
+    assert after.clones == {"lent-0": "node-0"}
+    assert "lent-0" in (exp.inventory_dir / "hosts.yml").read_text()
+
+
+def test_a_copy_survives_a_later_modify_and_a_released_node_stays_out(moving: Moving) -> None:
+    """`ptc modify` re-renders the profile: the copy stays, the released node is not re-added."""
+    exp, _ = made("keep", SLURM_PROFILE, {"computeNodeCount": "2"})
+    nodeops.release(exp, ["node-1"])
+    nodeops.allocate(experiments.load("keep"), ["lent-0"], like="node-0")
+    modified: list[Any] = []
+
+    def modify(exp: Experiment, request: Topology, change: Any) -> bytes:
+        modified.append(change)
+        return exp.manifest()
+
+    moving.modify = modify  # type: ignore[attr-defined]
+    _, change = lifecycle.modify("keep", {})
+    assert change.empty, change.describe()
+    replaced: list[Topology] = []
+
+    def replace_nodes(exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        replaced.append(request)
+        return exp.manifest()
+
+    moving.replace_nodes = replace_nodes  # type: ignore[attr-defined]
+    nodeops.reload(experiments.load("keep"), ["lent-0"])
+    assert [n.client_id for n in replaced[0].nodes] == ["head", "node-0", "lent-0"]
+
+
+def test_allocate_on_a_full_testbed_is_refused_naming_the_free_count(
+    moving: Moving, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exp, request = made("full", SLURM_PROFILE, {"computeNodeCount": "1"})
+    capacity.set_machines(2)
+    held = [capacity.Machine("full", n.client_id, "running") for n in request.nodes]
+    monkeypatch.setattr(capacity, "listing", lambda testbed: held)
+    before = exp.manifest()
+    with pytest.raises(capacity.NoMachines, match=r"has 0 free of 2"):
+        nodeops.allocate(exp, ["lent-0"], like="node-0")
+    assert moving.allocated == []
+    after = experiments.load("full")
+    assert after.manifest() == before and after.clones == {} and after.state == "ready"
+
+
+def test_local_release_removes_the_container_and_tells_the_others(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, wiring = fake
+    exp, request = made("lrel", SLURM_PROFILE, {"computeNodeCount": "2"})
+    boot(podman, exp, request)
+    (exp.node_dir("node-1") / "geni").mkdir(parents=True)
+    nodeops.release(exp, ["node-1"])
+    assert "ptc-lrel-node-1" not in podman.containers
+    assert not exp.node_dir("node-1").exists()
+    assert {"node-1"} in wiring.released
+    for node in ("head", "node-0"):
+        hosts = podman.containers[f"ptc-lrel-{node}"].hosts
+        assert "node-0" in hosts and "node-1" not in hosts
+    assert nodeops.states(experiments.load("lrel")) == {
+        "head": "running",
+        "node-0": "running",
+        "node-1": "missing",
+    }
+
+
+def test_the_cli_releases_and_allocates_with_json(moving: Moving) -> None:
+    from elastic.cli import node as node_cli
+
+    made("clim", SLURM_PROFILE, {"computeNodeCount": "2"})
+    runner = CliRunner()
+    got = runner.invoke(node_cli.app, ["release", "clim", "node-1", "--json"])
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.stdout)["nodes"]["node-1"] == "missing"
+    got = runner.invoke(node_cli.app, ["allocate", "clim", "lent-0", "--like", "node-0", "--json"])
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.stdout)["nodes"]["lent-0"] == "running"

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from elastic import atomic, paths
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
-from elastic.testbed import capacity, known_hosts, rspec
+from elastic.testbed import capacity, known_hosts, membership, rspec
 from elastic.testbed.backends.local import (
     DOMAIN,
     etc_hosts,
@@ -320,6 +320,22 @@ class LocalBackend:
             atomic.write_json(geni / "params.json", _geni_params(exp, request))
             atomic.write_bytes(geni / "manifest.xml", xml)
         return xml
+
+    def release(self, exp: Experiment, nodes: list[str]) -> bytes:
+        """Remove the nodes' containers and host-side state (their machines are free again),
+        then tell the remaining nodes, as `ptc modify` does when it removes nodes."""
+        current = rspec.parse_manifest(exp.manifest())
+        gone = [current.node(n) for n in nodes]
+        return self.modify(exp, membership.without(current, nodes), Change(added=[], removed=gone))
+
+    def allocate(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+        """Start the nodes from the image and wire them in, as `ptc modify` adds nodes: they
+        come up completely before the running nodes learn of them, or are removed again."""
+        current = {n.client_id for n in rspec.parse_manifest(exp.manifest()).nodes}
+        others = [n.client_id for n in request.nodes if n.client_id not in current | set(nodes)]
+        request = membership.without(request, others)
+        added = [request.node(n) for n in nodes]
+        return self.modify(exp, request, Change(added=added, removed=[]))
 
     def replace_nodes(self, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
         """Remove the nodes' containers and disks, then start fresh ones in their place.
