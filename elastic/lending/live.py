@@ -84,6 +84,12 @@ class LiveTestbed:
 
     def configure(self, exp: str, node: str) -> None:
         loaded = experiments.load(exp)
+        # The node has a fresh disk: the facts cached for it (host keys among them, which the
+        # elastic role pins for the provisioner) are the old disk's, and "smart" gathering
+        # would use them.
+        for cached in loaded.facts_dir.glob(f"*{node}"):
+            if cached.name == node or cached.name.endswith(f"_{node}"):
+                cached.unlink()
         runner.deploy(
             Target.of_experiment(loaded),
             PLAYBOOK,
