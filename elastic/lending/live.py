@@ -14,6 +14,7 @@ from elastic.events import OnEvent
 from elastic.lending.ports import REFERENCE
 from elastic.manager.client import ReferenceClient
 from elastic.manager.remote import open_manager
+from elastic.remote import ssh
 from elastic.testbed import experiment as experiments
 from elastic.testbed import groups, nodeops, rspec
 from elastic.testbed.experiment import Experiment
@@ -90,13 +91,28 @@ class LiveTestbed:
         for cached in loaded.facts_dir.glob(f"*{node}"):
             if cached.name == node or cached.name.endswith(f"_{node}"):
                 cached.unlink()
+        head = self.head(exp)
         runner.deploy(
             Target.of_experiment(loaded),
             PLAYBOOK,
-            f"{self.head(exp)},{node}",
+            f"{head},{node}",
             recorded_extravars(loaded),
             self.on_event,
         )
+        # Slurm still has the node as it was when it was lent (powered down, and not
+        # responding since its machine left): reset its view, as for a node that was powered
+        # down by force, so the partition can grow into the new machine.
+        done = ssh.execute(
+            loaded.ssh_config_path,
+            head,
+            f"scontrol update nodename={node} state=power_down_force",
+            timeout=60,
+        )
+        if done.returncode != 0:
+            raise PtcError(
+                f"{exp}: resetting Slurm's view of {node} on {head} failed: "
+                f"{done.error_text.strip() or done.text.strip()}"
+            )
 
 
 def recorded_extravars(exp: Experiment) -> dict[str, Any]:

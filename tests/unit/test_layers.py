@@ -36,7 +36,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "configserver": {"remote", "testbed"},
     "deploy": {"remote", "testbed"},
     "learn": {"bench"},
-    "lending": {"deploy", "manager", "testbed"},
+    "lending": {"deploy", "manager", "remote", "testbed"},
     "manager": {"configserver", "policies", "remote"},
     "policies": set(),
     "remote": set(),
