@@ -1,5 +1,6 @@
 """`ptc elastic`: the elastic manager of an experiment from the command line (status, reclaim,
-acquire, release, events).
+acquire, release, events), lending pool machines to another experiment (acquire --into,
+release) and reconciling the manager's pool with the testbed (reconcile).
 
 ``ptc elastic status NAME`` finds the manager in the experiment (the first ``config_server``
 host), reads the token it needs over SSH and talks to the manager through an SSH forward
@@ -12,6 +13,7 @@ instead, verifying its certificate against PTC_ELASTIC_CA (the cluster's CA).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -169,15 +171,32 @@ def acquire(
     partition: Annotated[str, typer.Option("--partition", help="the reference client's")] = "ref",
     feature: Annotated[list[str] | None, typer.Option("--feature", help="required feature")] = None,
     wait: Annotated[
-        float, typer.Option("--wait", help="seconds to wait for reclaimed nodes")
-    ] = 0.0,
+        float | None,
+        typer.Option(
+            "--wait", help="seconds to wait for reclaimed nodes (with --into: GP + 180 s)"
+        ),
+    ] = None,
+    into: Annotated[
+        str | None,
+        typer.Option("--into", help="lend the nodes to this experiment: they leave NAME's"),
+    ] = None,
+    as_names: Annotated[
+        list[str] | None,
+        typer.Option("--as", help="with --into: the node's name there (default lent-NODE)"),
+    ] = None,
     url: Url = None,
     token_file: TokenFile = None,
 ) -> None:
-    """The reference client: acquire COUNT nodes for PARTITION."""
+    """The reference client: acquire COUNT nodes for PARTITION; with --into, lend them to
+    another experiment, where each becomes a node of its own."""
+    if into is not None:
+        _lend(name, into, count, grace, wait, as_names or [], partition, feature, url)
+        return
+    if as_names:
+        raise InputError("--as: only with --into")
     with connect(name, url, token_file, partition) as manager:
         got = ReferenceClient(manager, partition).acquire(
-            count, grace=grace, features=feature or (), wait=wait
+            count, grace=grace, features=feature or (), wait=wait or 0.0
         )
     console.print(f"{partition}: got {', '.join(got.added) or 'no node'} from the pool")
     if got.reclamations:
@@ -185,6 +204,46 @@ def acquire(
     console.print(f"{partition} holds {', '.join(got.nodes) or 'nothing'}")
     if not got.complete:
         err_console.print("[yellow]the reclaimed nodes have not all arrived yet[/]")
+
+
+def _lend(
+    name: str | None,
+    into: str,
+    count: int,
+    grace: float | None,
+    wait: float | None,
+    names: list[str],
+    partition: str,
+    feature: list[str] | None,
+    url: str | None,
+) -> None:
+    from elastic.cli import render
+    from elastic.lending import live, loan
+    from elastic.lending.ports import REFERENCE
+    from elastic.testbed import experiment as experiments
+    from elastic.testbed.loans import LoanBook
+
+    if name is None or url is not None:
+        raise InputError("--into: name the lending experiment (not --url)")
+    if partition != REFERENCE or feature:
+        raise InputError(f"--into: lends through partition {REFERENCE}, without --feature")
+    exp = experiments.load(name)
+    with render.progress(err_console) as on_event:
+        loans = loan.lend(
+            live.ManagerPool(exp),
+            live.LiveTestbed(on_event),
+            LoanBook(exp.loans_path),
+            name,
+            into,
+            count,
+            grace=grace,
+            wait=wait if wait is not None else (grace or 0.0) + 180.0,
+            names=names,
+            on_event=on_event,
+        )
+    for lent in loans:
+        console.print(f"{name}: {lent.node} lent to {lent.other} as {lent.name}")
+        console.print(f"  run on it: ptc run {lent.other} {lent.name} -- CMD")
 
 
 @app.command("release")
@@ -195,10 +254,90 @@ def release(
     url: Url = None,
     token_file: TokenFile = None,
 ) -> None:
-    """The reference client: give NODES back to the pool."""
-    with connect(name, url, token_file, partition) as manager:
-        released = ReferenceClient(manager, partition).release(nodes)
-    console.print(f"{partition}: released {', '.join(released)}")
+    """The reference client: give NODES back to the pool. A lent node leaves the experiment it
+    was lent to, comes back to NAME with a fresh disk, is deployed, then released."""
+    lent = _lent(name, url)
+    if given := [n for n in nodes if n in lent]:
+        from elastic.cli import render
+        from elastic.lending import live, loan
+        from elastic.testbed import experiment as experiments
+        from elastic.testbed.loans import LoanBook
+
+        exp = experiments.load(name)
+        with render.progress(err_console) as on_event:
+            for node in given:
+                back = loan.give_back(
+                    live.ManagerPool(exp),
+                    live.LiveTestbed(on_event),
+                    LoanBook(exp.loans_path),
+                    name,
+                    node,
+                    on_event,
+                )
+                console.print(f"{name}: {node} is back (was {back.other}/{back.name})")
+    if rest := [n for n in nodes if n not in lent]:
+        with connect(name, url, token_file, partition) as manager:
+            released = ReferenceClient(manager, partition).release(rest)
+        console.print(f"{partition}: released {', '.join(released)}")
+
+
+def _lent(name: str, url: str | None) -> set[str]:
+    if url is not None:
+        return set()
+    from elastic.testbed import experiment as experiments
+    from elastic.testbed.loans import LoanBook
+
+    if not experiments.exists(name):
+        return set()
+    return set(LoanBook(experiments.load(name).loans_path).all())
+
+
+@app.command("reconcile")
+def reconcile(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    repair: Annotated[bool, typer.Option("--repair", help="fix each disagreement")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON document on stdout")] = False,
+) -> None:
+    """Compare the manager's pool with the testbed and the loans; name every disagreement.
+    Exit status 1 when some are found and not repaired."""
+    from elastic.cli import render
+    from elastic.lending import live
+    from elastic.lending import reconcile as rec
+    from elastic.testbed import experiment as experiments
+    from elastic.testbed.loans import LoanBook
+
+    exp = experiments.load(name)
+    book = LoanBook(exp.loans_path)
+    with render.progress(err_console) as on_event:
+        pool, testbed = live.ManagerPool(exp), live.LiveTestbed(on_event)
+        found = rec.check(pool, testbed, book, name)
+        repairs = rec.repair(pool, testbed, book, name, found, on_event) if repair else []
+        left = rec.check(pool, testbed, book, name) if repair else found
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "experiment": name,
+                    "found": [d.as_dict() for d in found],
+                    "repaired": [r.as_dict() for r in repairs],
+                    "left": [d.as_dict() for d in left],
+                },
+                indent=1,
+            )
+        )
+    else:
+        table = Table(title=f"{name}: the manager's pool against the testbed")
+        for column in ("node", "disagreement", "detail"):
+            table.add_column(column)
+        for d in found:
+            table.add_row(d.node, d.kind, d.detail)
+        console.print(table if found else f"{name}: the manager and the testbed agree")
+        for r in repairs:
+            console.print(f"repaired {r.node} ({', '.join(r.kinds)}): {r.action}")
+        if repair and left:
+            err_console.print(f"[red]still disagreeing: {', '.join(d.node for d in left)}[/]")
+    if left:
+        raise typer.Exit(1)
 
 
 def _describe(event: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ Layout of ``$PTC_HOME/experiments/NAME/``::
     control-service/  (local testbed) the control service's journal, pid file and log: no node
                       mounts it
     power-holds/      a file per process that needs the nodes up: powering off waits for none
+    loans.json        which of its machines are lent to which experiment, as which node
 
 Every path below ``dir`` is a property here; nothing else joins paths onto ``dir``.
 """
@@ -109,6 +110,10 @@ class Experiment:
     @property
     def control_state_dir(self) -> Path:
         return self.dir / "control-service"
+
+    @property
+    def loans_path(self) -> Path:
+        return self.dir / "loans.json"
 
     def node_dir(self, node: str) -> Path:
         return self.dir / "nodes" / node

@@ -561,7 +561,7 @@ def test_tokens_never_reach_the_deploy_logs(cluster: Path) -> None:
             assert not any(t in text for t in tokens), f"a token is in {path}"
 
 
-# -- last: the partition powers its machines (a redeploy switches the setting) ---------------
+# -- the partition powers its machines -------------------------------------------------------
 def machines_running(nodes: list[str]) -> dict[str, bool]:
     """Whether each node's container runs, as the host sees it (not over SSH)."""
     out = {}
@@ -610,3 +610,155 @@ def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them
         120,
         5,
     )
+
+
+# -- the Part-Time Cloud: a pool node lent to a second experiment, and given back -------------
+def node_names(expdir: Path) -> list[str]:
+    from elastic.testbed import rspec
+
+    manifest = rspec.parse_manifest((expdir / "manifest.xml").read_bytes())
+    return [n.client_id for n in manifest.nodes]
+
+
+def loans(expdir: Path) -> dict[str, Any]:
+    path = expdir / "loans.json"
+    return dict(json.loads(path.read_text())["loans"]) if path.is_file() else {}
+
+
+@pytest.fixture(scope="module")
+def lendee(cluster: Path, experiment_factory: Callable[..., Path], ptc: Any) -> Path:
+    """The testbed's other user: a second experiment, 1+1, never deployed. Its head may reach
+    its nodes over SSH with the experiment's key, as a user's own key would."""
+    expdir = experiment_factory(experiment_name("lendee"), "profiles/slurm_cluster.py",
+                                "computeNodeCount=1")  # fmt: skip
+    proc = ptc("put", expdir.name, "head", str(expdir / "ssh/id_ed25519"), "/root/.ssh/id_ed25519")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ssh(expdir, "head", "chmod 600 /root/.ssh/id_ed25519")
+    return expdir
+
+
+def lend(expdir: Path, lendee: Path, ptc: Any, *args: str) -> list[tuple[str, str]]:
+    """`ptc elastic acquire --into`; [(node of the pool, its name in the lendee)]."""
+    proc = ptc("elastic", "acquire", expdir.name, *args, "--into", lendee.name)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = []
+    for line in proc.stdout.splitlines():
+        words = line.split()
+        # "NAME: node-3 lent to OTHER as lent-node-3"
+        if len(words) == 7 and words[2:4] == ["lent", "to"] and words[4] == lendee.name:
+            found.append((words[1], words[6]))
+    assert found, proc.stdout
+    return found
+
+
+def test_a_pool_node_is_lent_to_a_second_experiment_and_slurm_grows_into_it_again(
+    leaves_pool_idle: Path, lendee: Path, ptc: Any
+) -> None:
+    expdir = leaves_pool_idle
+    jobs = start_one_by_one(expdir, [until_mark("L", then="sleep 2")] * 4)
+    wait_for_pv_covering(expdir, NODES)
+    [(node, name)] = lend(expdir, lendee, ptc, "--count", "1", "--grace", "20")
+    # the preemption-vector protocol: the job on the node was requeued at the grace deadline
+    started = events(expdir, "reclamation-started")[-1]
+    rec_id = started["data"]["reclamation"]
+    assert started["data"]["chosen"] == [node]
+    with manager(expdir) as m:
+        rec = m.reclamation(rec_id)
+    victim = next(j for j, n in jobs if n == node)
+    requeue = [e for e in events(expdir, "jobs-requeued") if e["data"]["reclamation"] == rec_id]
+    assert [j["job_id"] for e in requeue for j in e["data"]["jobs"]] == [victim]
+    assert requeue[0]["time"] >= rec["deadline"] - 2 - 1, "requeued before the grace deadline"
+    finished = next(
+        e for e in events(expdir, "reclamation-finished") if e["data"]["reclamation"] == rec_id
+    )
+    assert finished["data"]["wasted_cycles"] > 0
+    # the machine left the pool's experiment and is a node of the other one
+    assert node not in node_names(expdir) and name in node_names(lendee)
+    assert loans(expdir)[node]["other"] == lendee.name and loans(expdir)[node]["state"] == "lent"
+    assert owners(expdir)[node] == "ref"
+    # the other user runs on it: from its head, over its LAN, by name; and from the host
+    out = ssh(
+        lendee,
+        "head",
+        f"ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new {name} hostname",
+    ).stdout
+    assert out.strip() == name, out
+    proc = ptc("run", lendee.name, name, "--", "hostname")
+    assert proc.returncode == 0 and name in proc.stdout, proc.stdout + proc.stderr
+    # given back: out of the other experiment, back in the pool's, deployed, free
+    proc = ptc("elastic", "release", expdir.name, node)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert name not in node_names(lendee) and node in node_names(expdir)
+    assert loans(expdir) == {} and owners(expdir)[node] is None
+    assert ptc("elastic", "reconcile", expdir.name).returncode == 0
+    # no job is lost: the three finish, the requeued one runs; then Slurm grows into all four
+    mark(expdir, "L")
+    for job_id, _ in jobs:
+        assert wait_for(
+            f"job {job_id} to complete",
+            lambda j=job_id: sacct(expdir, j).get("state") == "COMPLETED",
+            240,
+        )
+    wide = sbatch(expdir, "-N4", "srun hostname")
+    done = wait_for(
+        "a job on all four pool nodes to complete",
+        lambda: (a := sacct(expdir, wide)).get("state") == "COMPLETED" and a,
+        300,
+    )
+    assert done["nnodes"] == "4" and node in expand(expdir, done["nodes"])
+
+
+def reconcile(expdir: Path, ptc: Any, *args: str) -> tuple[int, dict[str, Any]]:
+    proc = ptc("elastic", "reconcile", expdir.name, "--json", *args)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_the_reconciler_finds_and_repairs_each_disagreement(
+    leaves_pool_idle: Path, lendee: Path, ptc: Any
+) -> None:
+    expdir = leaves_pool_idle
+    assert reconcile(expdir, ptc) == (
+        0,
+        {"experiment": expdir.name, "found": [], "repaired": [], "left": []},
+    )
+    (a, _), (b, b_name) = lend(expdir, lendee, ptc, "--count", "2")
+    spare = next(n for n in NODES if n not in (a, b))
+    # behind each other's backs: the manager frees a lent node and Slurm's partition takes it;
+    # the other experiment drops the node lent to it; the testbed takes a pool node away
+    with manager(expdir, "ref") as ref:
+        ref.delete_nodes("ref", [a])
+    code, first = reconcile(expdir, ptc)
+    assert code == 1 and [(d["node"], d["kind"]) for d in first["found"]] == [(a, "lent-but-free")]
+    with manager(expdir, "slurm") as slurm:
+        slurm.add_nodes("slurm", nodes=[a])
+    assert ptc("node", "release", lendee.name, b_name).returncode == 0
+    assert ptc("node", "release", expdir.name, spare).returncode == 0
+    code, found = reconcile(expdir, ptc)
+    assert code == 1
+    assert {(d["node"], d["kind"]) for d in found["found"]} == {
+        (a, "lent-but-held"),
+        (b, "loan-gone"),
+        (spare, "missing-from-testbed"),
+    }
+    code, repaired = reconcile(expdir, ptc, "--repair")
+    assert code == 0 and repaired["left"] == [], repaired
+    assert {r["node"] for r in repaired["repaired"]} == {a, b, spare}
+    assert owners(expdir)[a] == "ref" and set(loans(expdir)) == {a}
+    assert b in node_names(expdir) and spare in node_names(expdir)
+    assert reconcile(expdir, ptc)[0] == 0  # a second run finds nothing
+    # a loan to an experiment that is gone: the give-back is finished
+    assert ptc("down", lendee.name).returncode == 0
+    code, found = reconcile(expdir, ptc)
+    assert code == 1 and [(d["node"], d["kind"]) for d in found["found"]] == [(a, "other-gone")]
+    code, repaired = reconcile(expdir, ptc, "--repair")
+    assert code == 0 and repaired["left"] == [], repaired
+    assert loans(expdir) == {} and a in node_names(expdir) and owners(expdir)[a] is None
+    assert reconcile(expdir, ptc)[0] == 0
+    # the repaired nodes are pool nodes again: Slurm runs a job on all four
+    wide = sbatch(expdir, "-N4", "srun hostname")
+    done = wait_for(
+        "a job on all four pool nodes to complete",
+        lambda: (x := sacct(expdir, wide)).get("state") == "COMPLETED" and x,
+        300,
+    )
+    assert done["nnodes"] == "4"
