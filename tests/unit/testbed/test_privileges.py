@@ -53,3 +53,13 @@ def test_ptc_state_inside_the_repository_is_hidden_from_nodes(tmp_path: Path) ->
     (repo / "state").mkdir(parents=True)
     args = privileges.repository_masks(repo, [repo / "state", tmp_path / "elsewhere"])
     assert args == ["--tmpfs", "/local/repository/state:ro,size=4k,mode=0555,notmpcopyup"]
+
+
+def test_only_the_outermost_existing_state_directory_is_covered(tmp_path: Path) -> None:
+    """A mount point inside a covered directory would show its name to the node."""
+    repo = tmp_path / "repo"
+    (repo / "state" / "it-other").mkdir(parents=True)
+    args = privileges.repository_masks(
+        repo, [repo / "state" / "it-other", repo / "state", repo / "cache-not-made", repo]
+    )
+    assert args == ["--tmpfs", "/local/repository/state:ro,size=4k,mode=0555,notmpcopyup"]

@@ -536,7 +536,10 @@ class LocalBackend:
             *capacity.label_args(),  # the machine it takes from the testbed's count
             *privileges.container_args(),
             *privileges.cgroup_args(name),
-            *privileges.repository_masks(paths.REPO_ROOT, [paths.home(), paths.image_cache_dir()]),
+            *privileges.repository_masks(
+                paths.REPO_ROOT,
+                [paths.REPO_ROOT / "state", paths.home(), paths.image_cache_dir()],
+            ),
             "--no-hosts",
             "--network",
             "podman",
@@ -551,7 +554,6 @@ class LocalBackend:
             # the control service's socket and credential, and nothing else of the host's
             "--volume",
             f"{exp.control_dir}:{CONTROL_MOUNT}:ro",
-            *_hidden_state(),
         ]
         for share, mount in SHARES.items():
             (shared / share).mkdir(exist_ok=True)
@@ -636,24 +638,6 @@ def _step(operation: str, node: str, step: str) -> Iterator[None]:
         yield
     except PtcError as err:
         raise TestbedError(f"node {node}: {operation}: {step} failed: {err}") from err
-
-
-def _hidden_state() -> list[str]:
-    """ptc's state inside the checkout (the Makefile's ./state, PTC_HOME wherever it is there),
-    covered in the node's view of the checkout by an empty read-only tmpfs: through
-    /local/repository a node would otherwise read every experiment's keys and credentials."""
-    root = paths.REPO_ROOT
-    dirs = [
-        d
-        for d in {root / "state", paths.home().resolve()}
-        if d != root and d.is_relative_to(root) and d.is_dir()
-    ]
-    outer = [d for d in dirs if not any(d != o and d.is_relative_to(o) for o in dirs)]
-    return [
-        arg
-        for d in sorted(outer)
-        for arg in ("--tmpfs", f"/local/repository/{d.relative_to(root)}:ro,size=4k,notmpcopyup")
-    ]
 
 
 def _geni_params(exp: Experiment, request: Topology) -> dict[str, str]:

@@ -92,13 +92,19 @@ def release_cgroup(container: str) -> None:
 
 def repository_masks(repository: Path, state: list[Path]) -> list[str]:
     """Hide ptc's own state from a node when it lives inside the repository the node sees at
-    /local/repository (for example PTC_HOME=$PWD/state): other experiments' keys are there."""
-    args: list[str] = []
+    /local/repository (the Makefile's ./state, PTC_HOME=$PWD/state, the image cache): other
+    experiments' keys and credentials are there. Only the outermost of nested directories is
+    covered (a mount point inside a covered one would show its name), and only existing ones
+    (the repository is mounted read-only: no mount point can be made in it)."""
+    root = repository.resolve()
+    inside = set()
     for path in state:
-        try:
-            inside = path.resolve().relative_to(repository.resolve())
-        except ValueError:
-            continue
-        if inside.parts:
-            args += ["--tmpfs", f"/local/repository/{inside}:ro,size=4k,mode=0555,notmpcopyup"]
-    return args
+        resolved = path.resolve()
+        if resolved != root and resolved.is_relative_to(root) and resolved.is_dir():
+            inside.add(resolved.relative_to(root))
+    outer = sorted(d for d in inside if not any(d != o and d.is_relative_to(o) for o in inside))
+    return [
+        arg
+        for d in outer
+        for arg in ("--tmpfs", f"/local/repository/{d}:ro,size=4k,mode=0555,notmpcopyup")
+    ]
