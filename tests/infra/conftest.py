@@ -37,8 +37,13 @@ def pytest_configure(config: pytest.Config) -> None:
 POWERED_OFF_ENV = "PTC_VERIFY_POWERED_OFF"
 
 
+def powered_off() -> set[str]:
+    """The nodes `ptc verify` says the testbed has powered off."""
+    return {n for n in os.environ.get(POWERED_OFF_ENV, "").split(",") if n}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    off = {n for n in os.environ.get(POWERED_OFF_ENV, "").split(",") if n}
+    off = powered_off()
     if not off:
         return
     for item in items:
