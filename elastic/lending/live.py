@@ -16,7 +16,7 @@ from elastic.manager.client import ReferenceClient
 from elastic.manager.remote import open_manager
 from elastic.remote import ssh
 from elastic.testbed import experiment as experiments
-from elastic.testbed import groups, nodeops, rspec
+from elastic.testbed import groups, nodeops, power_hold, rspec
 from elastic.testbed.experiment import Experiment
 
 PLAYBOOK = "site.yml"
@@ -92,13 +92,16 @@ class LiveTestbed:
             if cached.name == node or cached.name.endswith(f"_{node}"):
                 cached.unlink()
         head = self.head(exp)
-        runner.deploy(
-            Target.of_experiment(loaded),
-            PLAYBOOK,
-            f"{head},{node}",
-            recorded_extravars(loaded),
-            self.on_event,
-        )
+        # The node may be free in the manager and powered down in Slurm while it is deployed
+        # (a repair): the partition's loop would power it off under the playbook.
+        with power_hold.hold(loaded, "give-back deploy"):
+            runner.deploy(
+                Target.of_experiment(loaded),
+                PLAYBOOK,
+                f"{head},{node}",
+                recorded_extravars(loaded),
+                self.on_event,
+            )
         # Slurm still has the node as it was when it was lent (powered down, and not
         # responding since its machine left): reset its view, as for a node that was powered
         # down by force, so the partition can grow into the new machine.
