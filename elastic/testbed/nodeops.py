@@ -23,39 +23,27 @@ from elastic.testbed.experiment import Experiment
 def power_off(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
     """The nodes stop; their disks are kept. Stopping a stopped node does nothing."""
     chosen = _checked(exp, nodes, "power off")
-    report = Reporter("power-off", on_event)
-    started = time.monotonic()
-    report.begin(f"{exp.name}: powering off {', '.join(chosen)}", total=len(chosen))
-    with _one_at_a_time(exp, "power off"):
+    with _operation(exp, "power off", "powering off", chosen, on_event):
         power_hold.refuse_if_held(exp, "power off")
         lifecycle.backend_for(exp, on_event).power_off(exp, chosen)
-    _end(report, started, chosen)
 
 
 def power_on(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
     """The nodes start from their kept disks, wired as before, and answer over SSH on return.
     Starting a running node does nothing."""
     chosen = _checked(exp, nodes, "power on")
-    report = Reporter("power-on", on_event)
-    started = time.monotonic()
-    report.begin(f"{exp.name}: powering on {', '.join(chosen)}", total=len(chosen))
-    with _one_at_a_time(exp, "power on"):
+    with _operation(exp, "power on", "powering on", chosen, on_event):
         lifecycle.backend_for(exp, on_event).power_on(exp, chosen)
-    _end(report, started, chosen)
 
 
 def reload(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
     """The nodes get fresh disks from the image, same names and addresses; their new host keys
     are pinned on return."""
     chosen = _checked(exp, nodes, "reload")
-    report = Reporter("reload", on_event)
-    started = time.monotonic()
-    report.begin(f"{exp.name}: reloading {', '.join(chosen)}", total=len(chosen))
     # `ptc replace` is exactly this: new disks in the same places, the manifest, host keys
     # and inventory rewritten.
-    with _one_at_a_time(exp, "reload"):
+    with _operation(exp, "reload", "reloading", chosen, on_event):
         lifecycle.replace_nodes_of(experiments.load(exp.name), chosen, on_event)
-    _end(report, started, chosen)
 
 
 def release(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
@@ -65,13 +53,9 @@ def release(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = No
     if not nodes:
         raise InputError(f"release: name the nodes of {exp.name!r}")
     chosen = list(dict.fromkeys(nodes))
-    report = Reporter("release", on_event)
-    started = time.monotonic()
-    report.begin(f"{exp.name}: releasing {', '.join(chosen)}", total=len(chosen))
-    with _one_at_a_time(exp, "release"):
+    with _operation(exp, "release", "releasing", chosen, on_event):
         power_hold.refuse_if_held(exp, "release")  # a deploy or verify needs every node
         lifecycle.release_nodes_of(experiments.load(exp.name), chosen, on_event)
-    _end(report, started, chosen)
 
 
 def allocate(
@@ -85,12 +69,8 @@ def allocate(
     if not nodes:
         raise InputError(f"allocate: name the nodes to bring into {exp.name!r}")
     chosen = list(dict.fromkeys(nodes))
-    report = Reporter("allocate", on_event)
-    started = time.monotonic()
-    report.begin(f"{exp.name}: allocating {', '.join(chosen)}", total=len(chosen))
-    with _one_at_a_time(exp, "allocate"):
+    with _operation(exp, "allocate", "allocating", chosen, on_event):
         lifecycle.allocate_nodes_of(experiments.load(exp.name), chosen, like, on_event)
-    _end(report, started, chosen)
 
 
 def states(exp: Experiment) -> dict[str, str]:
@@ -115,6 +95,20 @@ def _checked(exp: Experiment, nodes: Sequence[str], operation: str) -> list[str]
             f"{', '.join(map(repr, dict.fromkeys(unknown)))}; its nodes are {', '.join(known)}"
         )
     return list(dict.fromkeys(nodes))
+
+
+@contextlib.contextmanager
+def _operation(
+    exp: Experiment, operation: str, doing: str, nodes: list[str], on_event: OnEvent | None
+) -> Iterator[None]:
+    """One node operation: reported begin to end with its time (topic: the operation's name
+    with a dash), under the experiment's node-operation lock."""
+    report = Reporter(operation.replace(" ", "-"), on_event)
+    started = time.monotonic()
+    report.begin(f"{exp.name}: {doing} {', '.join(nodes)}", total=len(nodes))
+    with _one_at_a_time(exp, operation):
+        yield
+    _end(report, started, nodes)
 
 
 @contextlib.contextmanager
