@@ -68,6 +68,9 @@ class LiveTestbed:
     def nodes(self, exp: str) -> list[str]:
         return [n.client_id for n in rspec.parse_manifest(experiments.load(exp).manifest()).nodes]
 
+    def parked(self, exp: str) -> list[str]:
+        return list(experiments.load(exp).parked)
+
     def head(self, exp: str) -> str:
         nodes = rspec.parse_manifest(experiments.load(exp).manifest()).nodes
         for node in nodes:
@@ -78,19 +81,20 @@ class LiveTestbed:
         return nodes[0].client_id
 
     def release(self, exp: str, node: str) -> None:
-        nodeops.release(experiments.load(exp), [node], self.on_event)
+        loaded = experiments.load(exp)
+        if node in loaded.parked:
+            # its partition parked it: the machine is in the free pool already, and now the
+            # other experiment's to take, not the partition's to take back
+            nodeops.unpark(loaded, [node], self.on_event)
+            return
+        nodeops.release(loaded, [node], self.on_event)
 
     def allocate(self, exp: str, node: str, like: str | None) -> None:
         nodeops.allocate(experiments.load(exp), [node], like=like, on_event=self.on_event)
 
     def configure(self, exp: str, node: str) -> None:
         loaded = experiments.load(exp)
-        # The node has a fresh disk: the facts cached for it (host keys among them, which the
-        # elastic role pins for the provisioner) are the old disk's, and "smart" gathering
-        # would use them.
-        for cached in loaded.facts_dir.glob(f"*{node}"):
-            if cached.name == node or cached.name.endswith(f"_{node}"):
-                cached.unlink()
+        # (the allocation that gave the node its fresh disk dropped its cached facts)
         head = self.head(exp)
         # The node may be free in the manager and powered down in Slurm while it is deployed
         # (a repair): the partition's loop would power it off under the playbook.

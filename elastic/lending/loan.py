@@ -80,7 +80,7 @@ def _move(
     testbed: Testbed, book: LoanBook, loan: Loan, exp: str, like: str, report: Reporter
 ) -> Loan:
     book.put(loan)  # first: a crash from here on leaves a record saying how far it got
-    if loan.node in testbed.nodes(exp):
+    if loan.node in testbed.nodes(exp) or loan.node in testbed.parked(exp):
         report.status(f"{exp}: releasing {loan.node} to the testbed")
         testbed.release(exp, loan.node)
     if loan.name not in testbed.nodes(loan.other):

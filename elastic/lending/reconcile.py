@@ -1,7 +1,8 @@
 """The manager's pool against the testbed: every disagreement, named, and its repair.
 
 The manager says who holds each pool node; the testbed says which of the experiment's nodes
-exist, and the loan book which machines are lent where. They agree when every pool node is in
+exist (or are parked by its partition, their machines free until a resume takes them back),
+and the loan book which machines are lent where. They agree when every pool node is in
 the experiment, or is lent (a loan in the state ``lent``, its node present in the other
 experiment) and held by the reference partition. The kinds of disagreement:
 
@@ -107,7 +108,9 @@ def check(pool: Pool, testbed: Testbed, book: LoanBook, exp: str) -> list[Disagr
         loan.other: set(testbed.nodes(loan.other)) if testbed.exists(loan.other) else None
         for loan in loans.values()
     }
-    return find(pool.owners(), set(testbed.nodes(exp)), loans, others)
+    # a node its partition parked is the experiment's still (its machine comes back at resume)
+    held = set(testbed.nodes(exp)) | set(testbed.parked(exp))
+    return find(pool.owners(), held, loans, others)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,9 @@ class Experiment:
     # as copies of another (name -> the node copied; their spec is the one in the manifest).
     released: list[str] = field(default_factory=list)
     clones: dict[str, str] = field(default_factory=dict)
+    # Released nodes an elastic partition parked (its suspend gave their machines back): still
+    # the experiment's nodes, brought back by a resume or by anything that needs every node.
+    parked: list[str] = field(default_factory=list)
 
     @property
     def dir(self) -> Path:

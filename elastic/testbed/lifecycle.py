@@ -195,17 +195,20 @@ def replace_nodes_of(
         f"{name}: the host keys of {', '.join(sorted(set(nodes)))} are replaced "
         + ("(pinned from the new nodes)" if pins else "(recorded at the next connection)")
     )
+    _forget_facts(exp, nodes)
     write_inventory(exp)
     return exp
 
 
 def release_nodes_of(
-    exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+    exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None, *, park: bool = False
 ) -> Experiment:
     """Take ``nodes`` out of the experiment and give their machines back to the testbed.
 
     The experiment records them as released (a copied node is simply forgotten), so a later
-    `ptc modify` or `ptc replace` does not bring them back."""
+    `ptc modify` or `ptc replace` does not bring them back. ``park``: an elastic partition
+    gives the machines back while the nodes are idle; they stay its nodes (``parked``), which
+    it allocates again for a job, and so does a deploy."""
     report = Reporter("release", on_event)
     _require_ready(exp)
     manifest = rspec.parse_manifest(exp.manifest())
@@ -218,6 +221,11 @@ def release_nodes_of(
             + f"; its nodes are {', '.join(known)}"
         )
     chosen = list(dict.fromkeys(nodes))
+    if park and (copies := [n for n in chosen if n in exp.clones]):
+        raise InputError(
+            f"release: {', '.join(map(repr, copies))} of {exp.name!r} is a copy of another "
+            "node, which a release forgets: only a node of the profile can be parked"
+        )
     if not set(known) - set(chosen):
         raise InputError(
             f"release: {', '.join(chosen)} {'is' if len(chosen) == 1 else 'are'} the last "
@@ -241,8 +249,20 @@ def release_nodes_of(
     profile_nodes = [n for n in chosen if n not in exp.clones and n not in exp.released]
     exp.clones = {c: like for c, like in exp.clones.items() if c not in chosen}
     exp.released = [*exp.released, *profile_nodes]
+    if park:
+        exp.parked = [*exp.parked, *(n for n in chosen if n not in exp.parked)]
     exp.save()
     write_inventory(exp)
+    return exp
+
+
+def unpark(exp: Experiment, nodes: Sequence[str]) -> Experiment:
+    """The parked ``nodes`` stay released but are no longer the partition's to bring back
+    (lent to another experiment, their machines are that one's)."""
+    if not_parked := [n for n in nodes if n not in exp.parked]:
+        raise InputError(f"experiment {exp.name!r} has not parked {', '.join(not_parked)}")
+    exp.parked = [n for n in exp.parked if n not in nodes]
+    exp.save()
     return exp
 
 
@@ -280,7 +300,11 @@ def allocate_nodes_of(
                 f"{', '.join(map(repr, unknown))} (its nodes are {', '.join(in_profile)}); "
                 f"`--like NODE` allocates a new node as a copy of NODE"
             )
-        target = replace(exp, released=[r for r in exp.released if r not in chosen])
+        target = replace(
+            exp,
+            released=[r for r in exp.released if r not in chosen],
+            parked=[p for p in exp.parked if p not in chosen],
+        )
     else:
         if like not in present:
             raise NotFoundError(
@@ -312,6 +336,7 @@ def allocate_nodes_of(
     atomic.write_bytes(exp.manifest_path, manifest_xml)
     target.state = "ready"
     target.save()
+    _forget_facts(target, chosen)
     write_inventory(target)
     return target
 
@@ -331,6 +356,17 @@ def _profile_of(exp: Experiment) -> Path:
             f"experiment {exp.name!r}: its profile {exp.profile!r} no longer exists"
         )
     return profile
+
+
+def _forget_facts(exp: Experiment, nodes: Sequence[str]) -> None:
+    """A fresh disk's node has other facts (host keys among them, which the roles pin on the
+    head): the cached ones are the old disk's, and "smart" gathering would use them."""
+    if not exp.facts_dir.is_dir():
+        return
+    for node in nodes:
+        for cached in exp.facts_dir.glob(f"*{node}"):
+            if cached.name == node or cached.name.endswith(f"_{node}"):
+                cached.unlink(missing_ok=True)
 
 
 def _forget_host_keys(exp: Experiment, logins: Sequence[Login]) -> None:

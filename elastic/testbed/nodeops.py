@@ -46,16 +46,28 @@ def reload(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = Non
         lifecycle.replace_nodes_of(experiments.load(exp.name), chosen, on_event)
 
 
-def release(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
+def release(
+    exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None, *, park: bool = False
+) -> None:
     """The nodes leave the experiment and their machines go back to the testbed's free pool;
-    the manifest, the remaining nodes' /etc/hosts, the inventory and known_hosts say so."""
+    the manifest, the remaining nodes' /etc/hosts, the inventory and known_hosts say so.
+    ``park``: an elastic partition's idle nodes, which it (or a deploy) allocates back."""
     _usable(exp, "release")
     if not nodes:
         raise InputError(f"release: name the nodes of {exp.name!r}")
     chosen = list(dict.fromkeys(nodes))
     with _operation(exp, "release", "releasing", chosen, on_event):
         power_hold.refuse_if_held(exp, "release")  # a deploy or verify needs every node
-        lifecycle.release_nodes_of(experiments.load(exp.name), chosen, on_event)
+        lifecycle.release_nodes_of(experiments.load(exp.name), chosen, on_event, park=park)
+
+
+def unpark(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
+    """Parked nodes become plainly released: their machines are no longer the partition's to
+    take back (another experiment takes them). Nothing on the testbed changes."""
+    _usable(exp, "unpark")
+    chosen = list(dict.fromkeys(nodes))
+    with _operation(exp, "unpark", "unparking", chosen, on_event):
+        lifecycle.unpark(experiments.load(exp.name), chosen)
 
 
 def allocate(
@@ -74,12 +86,13 @@ def allocate(
 
 
 def states(exp: Experiment) -> dict[str, str]:
-    """node client_id -> "running" | "stopped" | "missing" (or the testbed's own word); a
-    released node is "missing"."""
+    """node client_id -> "running" | "stopped" | "parked" | "missing" (or the testbed's own
+    word); a released node is "missing", one an elastic partition parked "parked"."""
     if exp.adopted:
         raise InputError(f"experiment {exp.name!r} was adopted: the portal shows its nodes' state")
     found = lifecycle.backend_for(exp).power_states(exp)
-    return found | {n: "missing" for n in exp.released if n not in found}
+    gone = {n: "parked" if n in exp.parked else "missing" for n in exp.released}
+    return found | {n: state for n, state in gone.items() if n not in found}
 
 
 def _checked(exp: Experiment, nodes: Sequence[str], operation: str) -> list[str]:
@@ -147,14 +160,19 @@ def _end(report: Reporter, started: float, nodes: list[str]) -> None:
 @contextlib.contextmanager
 def awake(exp: Experiment, what: str, on_event: OnEvent | None = None) -> Iterator[list[str]]:
     """The experiment's nodes up for the ``with`` block (a deploy or a verify needs to reach
-    them): powered-off nodes are powered on, and none is powered off until the block ends.
-    Yields the nodes it powered on; they stay on afterwards (an elastic partition powers its
-    free pool off again by itself). Only for a testbed that powers nodes (the local one)."""
+    them): powered-off nodes are powered on, parked ones allocated back (with fresh disks),
+    and none is powered off or released until the block ends. Yields the nodes it brought up;
+    they stay up afterwards (an elastic partition powers off or parks its free pool again by
+    itself). Only for a testbed that powers nodes (the local one)."""
     if exp.adopted or exp.testbed != "local":
         yield []
         return
     with power_hold.hold(exp, what):
-        stopped = sorted(n for n, state in states(exp).items() if state == "stopped")
+        found = states(exp)
+        stopped = sorted(n for n, state in found.items() if state == "stopped")
+        parked = sorted(n for n, state in found.items() if state == "parked")
+        if parked:
+            allocate(experiments.load(exp.name), parked, on_event=on_event)
         if stopped:
-            power_on(exp, stopped, on_event)
-        yield stopped
+            power_on(experiments.load(exp.name), stopped, on_event)
+        yield [*parked, *stopped]

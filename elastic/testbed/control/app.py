@@ -2,8 +2,17 @@
 
 ``GET /v1/health``        the experiment served; the only call without the credential
 ``GET /v1/nodes``         this experiment's nodes and their states
-``POST /v1/operations``   {"id", "action": power_on | power_off | reload, "nodes": [...]}
+``POST /v1/operations``   {"id", "action": power_on | power_off | reload | release | allocate,
+                          "nodes": [...]}
 ``GET /v1/operations/ID`` the journal's record of one operation
+
+``release`` parks the nodes: their machines go back to the testbed's free pool and the
+experiment keeps the right to ``allocate`` them back (with fresh disks, same names and
+addresses), which is all ``allocate`` may bring in: a node released any other way (by its
+user, or lent to another experiment) is refused with 403. A finished ``reload`` or
+``allocate`` answers with each node's addresses and new public host keys (``hosts``), pinned
+by the testbed when it made the disk, so the head trusts the new keys without a first-contact
+guess.
 
 Every other call presents ``Authorization: Bearer <credential>``. Refusals change nothing and
 name what they refuse: 401 a missing or wrong credential, 404 a node unknown to the testbed,
@@ -30,14 +39,17 @@ from pydantic import BaseModel, Field
 from elastic.errors import InputError, PtcError
 from elastic.events import Event, OnEvent
 from elastic.testbed import experiment as experiments
+from elastic.testbed import known_hosts, rspec
 from elastic.testbed.control import credential
 from elastic.testbed.control.journal import FINISHED, REQUEST_ID, Journal, Record
-from elastic.testbed.control.names import ForeignNode, Resolver, UnknownNode
+from elastic.testbed.control.names import ForeignNode, NotParked, Resolver, UnknownNode
 from elastic.testbed.experiment import Experiment
 
 log = logging.getLogger("ptc.control")
 
-Action = Literal["power_on", "power_off", "reload"]
+Action = Literal["power_on", "power_off", "reload", "release", "allocate"]
+# The actions after which a node has a fresh disk, and so new host keys.
+FRESH_DISK = ("reload", "allocate")
 
 
 class NodeOps(Protocol):
@@ -53,6 +65,23 @@ class NodeOps(Protocol):
 
     def reload(
         self, exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
+    ) -> None: ...
+
+    def release(
+        self,
+        exp: Experiment,
+        nodes: Sequence[str],
+        on_event: OnEvent | None = None,
+        *,
+        park: bool = False,
+    ) -> None: ...
+
+    def allocate(
+        self,
+        exp: Experiment,
+        nodes: Sequence[str],
+        like: str | None = None,
+        on_event: OnEvent | None = None,
     ) -> None: ...
 
     def states(self, exp: Experiment) -> dict[str, str]: ...
@@ -160,7 +189,17 @@ def create_app(settings: Settings) -> FastAPI:
     def operate(body: OperationRequest) -> JSONResponse:
         exp = experiment()
         try:
-            targets = settings.resolver.resolve(exp, body.nodes)
+            if settings.journal.get(body.id) is not None:
+                # the same request again: what it did (a release or allocate moved its nodes
+                # out of or into the manifest since) is checked against the journal below
+                targets = settings.resolver.resolve_any(exp, body.nodes)
+            elif body.action == "allocate":
+                targets = settings.resolver.resolve_parked(exp, body.nodes)
+            else:
+                targets = settings.resolver.resolve(exp, body.nodes)
+        except NotParked as err:
+            log.info("request %s: refused node %s, not parked", body.id, err.node)
+            raise Refused(err.status, str(err), err.node) from err
         except UnknownNode as err:
             log.info("request %s: refused unknown node %s", body.id, err.node)
             raise Refused(404, str(err), err.node) from err
@@ -176,7 +215,10 @@ def create_app(settings: Settings) -> FastAPI:
                     if record is not None:
                         _same_operation(record, body.action, targets)
                         if record.state in FINISHED:
-                            return _answer(record, replayed=True)
+                            hosts = None
+                            if record.error is None and record.action in FRESH_DISK:
+                                hosts = _hosts(exp, list(record.nodes))
+                            return _answer(record, replayed=True, hosts=hosts)
                     if taken := [n for n in targets if n in busy]:
                         raise Refused(
                             409,
@@ -193,7 +235,11 @@ def create_app(settings: Settings) -> FastAPI:
             waiting.done.wait()
 
         try:
-            return _answer(_run(settings, exp, record))
+            done = _run(settings, exp, record)
+            hosts = None
+            if done.error is None and done.action in FRESH_DISK:
+                hosts = _hosts(settings.load(settings.experiment), list(done.nodes))
+            return _answer(done, hosts=hosts)
         finally:
             with lock:
                 for node in targets:
@@ -229,10 +275,9 @@ def _run(settings: Settings, exp: Experiment, record: Record) -> Record:
         ", ".join(record.nodes),
         record.attempts,
     )
-    operation = getattr(settings.ops, record.action)
     error: dict[str, Any] | None = None
     try:
-        operation(exp, list(record.nodes), on_event=on_event)
+        _operation(settings.ops, record.action)(exp, list(record.nodes), on_event)
     except Exception as err:  # every failure is recorded, so a retry replays it
         node, step = _where(err, events)
         error = {
@@ -247,6 +292,36 @@ def _run(settings: Settings, exp: Experiment, record: Record) -> Record:
     if error is None:
         log.info("request %s: done in %.1f s", record.id, record.seconds or 0.0)
     return record
+
+
+def _operation(ops: NodeOps, action: str) -> Callable[[Experiment, list[str], OnEvent], None]:
+    """What an action does: a release through this service parks the nodes (the experiment
+    may allocate them back); the others are nodeops' operations of the same name."""
+    if action == "release":
+        return lambda exp, nodes, on_event: ops.release(exp, nodes, on_event, park=True)
+    if action == "allocate":
+        return lambda exp, nodes, on_event: ops.allocate(exp, nodes, on_event=on_event)
+    operation: Callable[..., None] = getattr(ops, action)
+    return lambda exp, nodes, on_event: operation(exp, nodes, on_event=on_event)
+
+
+def _hosts(exp: Experiment, nodes: list[str]) -> dict[str, dict[str, list[str]]]:
+    """Each node's addresses on the experiment's LANs and its public host keys as the testbed
+    pinned them when it made the node's disk."""
+    manifest = rspec.parse_manifest(exp.manifest())
+    found: dict[str, dict[str, list[str]]] = {}
+    for node in manifest.nodes:
+        if node.client_id not in nodes:
+            continue
+        keys = (
+            known_hosts.pinned(exp.inventory_dir / "known_hosts", node.login.hostname,
+                               node.login.port)
+            if node.login
+            else []
+        )  # fmt: skip
+        addresses = [i.ip for i in node.interfaces if i.ip]
+        found[node.client_id] = {"addresses": addresses, "keys": keys}
+    return found
 
 
 # how nodeops names the place of a failure: "node NODE: OPERATION: STEP failed: ..."
@@ -280,8 +355,12 @@ def _step(event: Event, at: float) -> dict[str, Any]:
     return step
 
 
-def _answer(record: Record, replayed: bool = False) -> JSONResponse:
+def _answer(
+    record: Record, replayed: bool = False, hosts: dict[str, Any] | None = None
+) -> JSONResponse:
     body = {**record.view(), "replayed": replayed}
+    if hosts is not None:
+        body["hosts"] = hosts
     if record.error is not None:
         error = record.error
         return JSONResponse(

@@ -59,6 +59,14 @@ class ControlClient:
     def reload(self, nodes: Sequence[str], request_id: str) -> dict[str, Any]:
         return self._operate("reload", nodes, request_id)
 
+    def release(self, nodes: Sequence[str], request_id: str) -> dict[str, Any]:
+        """Park the nodes: their machines go back to the testbed, the experiment may take
+        them back with ``allocate``."""
+        return self._operate("release", nodes, request_id)
+
+    def allocate(self, nodes: Sequence[str], request_id: str) -> dict[str, Any]:
+        return self._operate("allocate", nodes, request_id)
+
     def nodes(self) -> dict[str, str]:
         states: dict[str, str] = self._request("GET", "/v1/nodes")["nodes"]
         return states

@@ -31,6 +31,16 @@ class UnknownNode(NotFoundError):
         self.node = name
 
 
+class NotParked(PtcError):
+    """An allocate names a node the experiment did not park: one it holds (409), or one
+    released another way, by its user or lent to another experiment (403)."""
+
+    def __init__(self, name: str, experiment: str, status: int, why: str) -> None:
+        super().__init__(f"node {name!r} of {experiment!r} {why}; only parked nodes come back")
+        self.node = name
+        self.status = status
+
+
 class ForeignNode(PtcError):
     def __init__(self, name: str, experiment: str) -> None:
         super().__init__(
@@ -127,4 +137,45 @@ class Resolver:
             if name in others:
                 raise ForeignNode(name, exp.name)
             raise UnknownNode(name, exp.name, [n.client_id for n in manifest.nodes])
+        return resolved
+
+    def resolve_any(self, exp: Experiment, names: Iterable[str]) -> list[str]:
+        """The client_ids of nodes the experiment holds or released, by any of their names;
+        another experiment's or nobody's is refused."""
+        return self._resolve_released(exp, names, parked_only=False)
+
+    def resolve_parked(self, exp: Experiment, names: Iterable[str]) -> list[str]:
+        """The client_ids of parked nodes, named by client_id or by a testbed-wide name; a
+        node held, released another way, another experiment's or nobody's is refused."""
+        return self._resolve_released(exp, names, parked_only=True)
+
+    def _resolve_released(
+        self, exp: Experiment, names: Iterable[str], parked_only: bool
+    ) -> list[str]:
+        manifest = rspec.parse_manifest(exp.manifest())
+        held = {n.client_id for n in manifest.nodes}
+        ours = {
+            alias: node.client_id
+            for node in manifest.nodes
+            for alias in {node.client_id, *testbed_names(exp.name, exp.testbed, node)}
+        } | {
+            alias: node for node in exp.released for alias in {node, *_local_names(exp.name, node)}
+        }
+        resolved: list[str] = []
+        for name in names:
+            node = ours.get(name)
+            if node is None:
+                if name in self._others(exp.name):
+                    raise ForeignNode(name, exp.name)
+                raise UnknownNode(name, exp.name, sorted(held | set(exp.released)))
+            if not parked_only:
+                if node not in resolved:
+                    resolved.append(node)
+                continue
+            if node in held:
+                raise NotParked(node, exp.name, 409, "is held by the experiment, not parked")
+            if node not in exp.parked:
+                raise NotParked(node, exp.name, 403, "was released by its user or lent, not parked")
+            if node not in resolved:
+                resolved.append(node)
         return resolved

@@ -48,6 +48,7 @@ class FakeTestbed:
 
     def __init__(self) -> None:
         self.exps = {"a": ["head", *POOL], "b": ["head", "node-0"]}
+        self.parked_nodes: dict[str, list[str]] = {"a": [], "b": []}
         self.steps: list[tuple[str, ...]] = []
         self.fail_on: tuple[str, ...] | None = None
 
@@ -62,11 +63,17 @@ class FakeTestbed:
     def nodes(self, exp: str) -> list[str]:
         return list(self.exps[exp])
 
+    def parked(self, exp: str) -> list[str]:
+        return list(self.parked_nodes[exp])
+
     def head(self, exp: str) -> str:
         return "head"
 
     def release(self, exp: str, node: str) -> None:
         self._step("release", exp, node)
+        if node in self.parked_nodes[exp]:  # as the live testbed: unparked, nothing released
+            self.parked_nodes[exp].remove(node)
+            return
         self.exps[exp].remove(node)
 
     def allocate(self, exp: str, node: str, like: str | None) -> None:
@@ -251,3 +258,30 @@ def test_a_loan_book_that_is_not_one_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(PtcError, match="malformed"):
         LoanBook(path).all()
+
+
+def test_a_parked_node_is_lent_without_a_release_and_is_no_longer_parked(book: LoanBook) -> None:
+    """The partition parked node-1 (its machine is free already): lending it unparks it, so
+    no resume or deploy of the lender takes that machine back while it is lent."""
+    pool, tb = (
+        FakePool({"node-0": "slurm", "node-1": None, "node-2": "slurm", "node-3": "slurm"}),
+        FakeTestbed(),
+    )
+    tb.exps["a"].remove("node-1")
+    tb.parked_nodes["a"] = ["node-1"]
+    assert reconcile.check(pool, tb, book, "a") == []  # parked is not missing
+    loan = lend_one(pool, tb, book)
+    assert loan.node == "node-1" and tb.parked_nodes["a"] == []
+    assert tb.steps == [("release", "a", "node-1"), ("allocate", "b", "lent-node-1", "node-0")]
+    assert reconcile.check(pool, tb, book, "a") == []
+
+
+def test_a_pool_node_neither_held_nor_parked_is_missing(book: LoanBook) -> None:
+    pool, tb = (
+        FakePool({"node-0": "slurm", "node-1": None, "node-2": "slurm", "node-3": "slurm"}),
+        FakeTestbed(),
+    )
+    tb.exps["a"].remove("node-1")
+    assert [(d.kind, d.node) for d in reconcile.check(pool, tb, book, "a")] == [
+        ("missing-from-testbed", "node-1")
+    ]

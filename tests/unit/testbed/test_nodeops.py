@@ -654,3 +654,41 @@ def test_release_is_refused_while_a_deploy_holds_the_nodes(moving: Moving) -> No
     assert moving.released == []
     nodeops.release(exp, ["node-0"])
     assert moving.released == [["node-0"]]
+
+
+def test_a_parked_node_is_the_experiment_s_to_take_back_and_a_deploy_brings_it_back(
+    moving: Moving,
+) -> None:
+    """An elastic partition parks its idle nodes (release with park): their machines are free,
+    the experiment keeps the right to them, and `awake` (a deploy) allocates them again. A
+    parked node lent away (unparked) is plainly released and stays out."""
+    exp, _ = made("park", SLURM_PROFILE, {"computeNodeCount": "3"})
+    nodeops.release(exp, ["node-1", "node-2"], park=True)
+    after = experiments.load("park")
+    assert after.parked == ["node-1", "node-2"] and after.released == ["node-1", "node-2"]
+    assert nodeops.states(after)["node-1"] == "parked"
+    nodeops.unpark(after, ["node-2"])
+    after = experiments.load("park")
+    assert after.parked == ["node-1"] and nodeops.states(after)["node-2"] == "missing"
+    with pytest.raises(InputError, match="has not parked node-2"):
+        nodeops.unpark(after, ["node-2"])
+    after.facts_dir.mkdir(parents=True, exist_ok=True)
+    for node in ("node-0", "node-1"):  # the fact cache of the last deploy
+        (after.facts_dir / node).write_text("{}")
+    with nodeops.awake(after, "test") as brought:
+        assert brought == ["node-1"]
+    # the fresh disk's facts are not the old disk's: the cache of node-1 is gone, node-0's kept
+    assert sorted(p.name for p in after.facts_dir.iterdir()) == ["node-0"]
+    assert [nodes for _, nodes in moving.allocated] == [["node-1"]]
+    back = experiments.load("park")
+    assert back.parked == [] and back.released == ["node-2"]
+    names = [n.client_id for n in rspec.parse_manifest(back.manifest()).nodes]
+    assert sorted(names) == ["head", "node-0", "node-1"]
+
+
+def test_a_copy_cannot_be_parked(moving: Moving) -> None:
+    exp, _ = made("parkc", SLURM_PROFILE, {"computeNodeCount": "1"})
+    nodeops.allocate(exp, ["extra"], like="node-0")
+    with pytest.raises(InputError, match="'extra' of 'parkc' is a copy"):
+        nodeops.release(experiments.load("parkc"), ["extra"], park=True)
+    assert moving.released == []

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from elastic import atomic
 from elastic.errors import TestbedError
 from elastic.events import OnEvent, Reporter
-from elastic.testbed import rspec
+from elastic.testbed import experiment as experiments
+from elastic.testbed import known_hosts, rspec
 from elastic.testbed.control import credential, service
 from elastic.testbed.control.app import Settings
 from elastic.testbed.control.journal import Journal
 from elastic.testbed.control.names import Resolver, home_nodes
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Node, Topology
+from elastic.testbed.topology import Interface, Login, Node, Topology
 
 DOMAIN = "ptc.local"
 
@@ -30,8 +32,9 @@ def make_experiment(name: str, nodes: Sequence[str] = ("head", "node-0", "node-1
                 client_id=n,
                 component_id=f"urn:publicid:IDN+{DOMAIN}+node+{name}-{n}",
                 sliver_id=f"urn:publicid:IDN+{DOMAIN}+sliver+{name}-{n}",
+                interfaces=[Interface(f"{n}:if0", n, f"10.10.1.{i + 1}", "255.255.255.0")],
             )
-            for n in nodes
+            for i, n in enumerate(nodes)
         ],
         links=[],
     )
@@ -52,6 +55,7 @@ class FakeNodeOps:
         self.hold = set(nodes)  # the nodes whose operations wait for the gate
         self.entered = threading.Event()
         self.fail: str | None = None
+        self.kept: dict[str, Node] = {}  # released nodes, as the manifest had them
 
     def _do(self, action: str, nodes: Sequence[str], on_event: OnEvent | None, to: str) -> None:
         self.calls.append((action, list(nodes)))
@@ -81,6 +85,52 @@ class FakeNodeOps:
         self, exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None
     ) -> None:
         self._do("reload", nodes, on_event, "running")
+
+    def release(
+        self,
+        exp: Experiment,
+        nodes: Sequence[str],
+        on_event: OnEvent | None = None,
+        *,
+        park: bool = False,
+    ) -> None:
+        self._do("release(park)" if park else "release", nodes, on_event, "parked")
+        # as the testbed does: out of the manifest, recorded as released (and parked)
+        loaded = experiments.load(exp.name)
+        manifest = rspec.parse_manifest(loaded.manifest())
+        self.kept |= {n.client_id: n for n in manifest.nodes if n.client_id in nodes}
+        kept = [n for n in manifest.nodes if n.client_id not in nodes]
+        atomic.write_bytes(
+            loaded.manifest_path, rspec.write_manifest(replace(manifest, nodes=kept))
+        )
+        loaded.released = [*loaded.released, *nodes]
+        if park:
+            loaded.parked = [*loaded.parked, *nodes]
+        loaded.save()
+
+    def allocate(
+        self,
+        exp: Experiment,
+        nodes: Sequence[str],
+        like: str | None = None,
+        on_event: OnEvent | None = None,
+    ) -> None:
+        self._do("allocate", nodes, on_event, "running")
+        # back in the manifest on a fresh disk: a new SSH port and new pinned host keys
+        loaded = experiments.load(exp.name)
+        manifest = rspec.parse_manifest(loaded.manifest())
+        back = []
+        for i, name in enumerate(nodes):
+            port = 2300 + len(self.calls) * 10 + i
+            back.append(replace(self.kept.pop(name), login=Login("127.0.0.1", port, "root")))
+            known_hosts.pin(
+                loaded.inventory_dir / "known_hosts", "127.0.0.1", port, [f"ssh-ed25519 NEW{name}"]
+            )
+        manifest = replace(manifest, nodes=[*manifest.nodes, *back])
+        atomic.write_bytes(loaded.manifest_path, rspec.write_manifest(manifest))
+        loaded.released = [n for n in loaded.released if n not in nodes]
+        loaded.parked = [n for n in loaded.parked if n not in nodes]
+        loaded.save()
 
     def states(self, exp: Experiment) -> dict[str, str]:
         return dict(self.state)

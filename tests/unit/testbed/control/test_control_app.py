@@ -12,6 +12,7 @@ from control_support import FakeNodeOps, make_experiment, secret, settings_for
 from fastapi.testclient import TestClient
 
 from elastic.errors import TestbedError
+from elastic.testbed import experiment as experiments
 from elastic.testbed.control import service
 from elastic.testbed.control.app import create_app
 from elastic.testbed.experiment import Experiment
@@ -288,3 +289,42 @@ def test_failure_place_read_from_nodeops_message(alpha: Experiment, ops: FakeNod
     )
     assert answer.status_code == 502
     assert (answer.json()["node"], answer.json()["step"]) == ("node-0", "podman start")
+
+
+def test_release_parks_and_only_parked_nodes_are_allocated_back_with_their_new_keys(
+    alpha: Experiment, beta: Experiment, ops: FakeNodeOps
+) -> None:
+    c = client(alpha, ops)
+    r = c.post("/v1/operations", json=operate("release", ["node-0"], "rel"), headers=auth(alpha))
+    assert r.status_code == 200, r.json()
+    assert ops.calls == [("release(park)", ["node-0"])]  # through the service, a release parks
+    assert experiments.load("alpha").parked == ["node-0"]
+    # refused, naming the node, before anything runs: a node it holds (409), one released by
+    # its user (403), another experiment's (403), nobody's (404)
+    user_released = experiments.load("alpha")
+    ops.release(user_released, ["node-1"])  # as `ptc node release`: released, not parked
+    ops.calls.clear()
+    for nodes, status, named in [
+        (["head"], 409, "head"),
+        (["node-1"], 403, "node-1"),
+        (["beta-node-0"], 403, "beta-node-0"),
+        (["node-7"], 404, "node-7"),
+    ]:
+        r = c.post(
+            "/v1/operations", json=operate("allocate", nodes, f"a-{named}"), headers=auth(alpha)
+        )
+        assert r.status_code == status, (nodes, r.json())
+        assert r.json()["node"] == named
+    assert ops.calls == []
+    r = c.post(
+        "/v1/operations", json=operate("allocate", ["ptc-alpha-node-0"], "a"), headers=auth(alpha)
+    )
+    assert r.status_code == 200, r.json()
+    assert ops.calls == [("allocate", ["node-0"])]
+    hosts = r.json()["hosts"]
+    assert hosts == {"node-0": {"addresses": ["10.10.1.2"], "keys": ["ssh-ed25519 NEWnode-0"]}}
+    assert experiments.load("alpha").parked == []
+    # the same request again (a client whose answer was lost) replays, with the same keys
+    again = c.post("/v1/operations", json=operate("allocate", ["node-0"], "a"), headers=auth(alpha))
+    assert again.json()["replayed"] is True and again.json()["hosts"] == hosts
+    assert ops.calls == [("allocate", ["node-0"])]
