@@ -67,7 +67,7 @@ lint: venv
 	$(VENV)/bin/ruff check elastic tests benchmarks profiles
 	$(VENV)/bin/ruff format --check elastic tests benchmarks
 	$(VENV)/bin/mypy
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --profile production roles site.yml elastic-resume.yml config_server.yml
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --profile production roles site.yml elastic-resume.yml elastic-provision.yml config_server.yml
 
 clean:
 	-$(PTC) down --all --yes

@@ -1,26 +1,33 @@
 """The testbed's side of a resume and a suspend: what "power" and "configure" mean for a node.
 
 The programs slurmctld runs (ResumeProgram and the others) run on the controller. What they do
-to a pool node's machine is the partition's ``node_operation``:
+to a pool node's machine is the partition's ``node_operation``, carried out through the
+experiment's control service (a unix socket the testbed mounts into the experiment's nodes,
+with the experiment's own credential: it can act on this experiment's nodes and nothing else):
 
-- ``power`` (the local testbed's default): the testbed powers the node off when Slurm suspends
-  it and on when Slurm resumes it, through the experiment's control service (a unix socket the
-  testbed mounts into the experiment's nodes, with the experiment's own credential: it can act
-  on this experiment's nodes and nothing else). A powered-off node gives its memory and CPU back
-  to the testbed;
+- ``power``: the testbed powers the node off when Slurm suspends it and on when Slurm resumes
+  it; the disk is kept. A powered-off node gives its memory and CPU back to the testbed;
+- ``reload``: powered off at suspend like ``power``, and given a fresh disk from the image at
+  resume (CloudLab's reload): every job starts on a clean node;
+- ``release``: at suspend the node is parked, its machine back in the testbed's free pool,
+  where another experiment may take it; at resume it is allocated again, with its name and
+  addresses and a fresh disk. A testbed with no free machine fails the resume, with the reason;
 - ``none``: the node stays up for the whole experiment (CloudLab's pool nodes, whose power
   the portal holds); only its Slurm life is switched.
 
-Then, on both:
+Then, on all of them:
 
 - **power on**: the node answers over SSH on the experiment LAN (a dead node fails here, with
-  the reason, before any playbook runs);
-- **configure**: ``ptc-playbook RESUME_PLAYBOOK --limit NODES`` from the controller; the default
-  playbook (``elastic-resume.yml``) starts munge, checks the shares and starts slurmd, because
-  the pool nodes carry their software from ``ptc deploy`` (as a CloudLab user would bake a disk
-  image). A failed task fails exactly the hosts it failed on, and names the task;
-- **power off**: slurmd stops (and stays disabled) and any leftover job step is killed; under
-  ``power`` the testbed then stops the machine.
+  the reason, before any playbook runs). A fresh disk has new host keys: the control service
+  answers with those the testbed pinned when it made the disk, and they replace the old ones
+  in the head's known_hosts files (no first-contact guess);
+- **configure**: ``ptc-playbook PLAYBOOK --limit NODES`` from the controller. On a kept disk
+  the default playbook (``elastic-resume.yml``) starts munge, checks the shares and starts
+  slurmd, because the pool nodes carry their software from ``ptc deploy`` (as a CloudLab user
+  would bake a disk image); a fresh disk gets ``elastic-provision.yml`` (site.yml's part for the
+  node, then the same start). A failed task fails exactly the hosts it failed on, and names it;
+- **power off**: slurmd stops (and stays disabled) and any leftover job step is killed; then
+  the testbed powers off or parks the machine.
 
 Everything goes through an injected runner (argv in, :class:`Completed` out) and an injected
 control client, so the unit tests replay real ansible-playbook output without running it.
@@ -40,11 +47,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from elastic import atomic
 from elastic.errors import DeployError, InputError, RemoteError, TaskFailure
 from elastic.remote import ssh
 from elastic.testbed.control.client import ControlClient, ControlError
 
-NODE_OPERATIONS = ("none", "power")
+NODE_OPERATIONS = ("none", "power", "reload", "release")
+# The settings under which a resume gives the node a fresh disk (new host keys, no software).
+FRESH_DISK = ("reload", "release")
+# What each call to the testbed leaves a node as, when it succeeds.
+_LEAVES = {
+    "power on": "running",
+    "reload": "running",
+    "allocate": "running",
+    "power off": "stopped",
+    "release": "parked",
+}
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,12 @@ class PowerControl(Protocol):
     def power_on(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
 
     def power_off(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
+
+    def reload(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
+
+    def release(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
+
+    def allocate(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
 
     def nodes(self) -> dict[str, str]: ...
 
@@ -158,6 +182,9 @@ class PlaybookProvisioner:
 
     playbook_command: tuple[str, ...] = ("/usr/local/sbin/ptc-playbook",)
     resume_playbook: str = "elastic-resume.yml"
+    fresh_playbook: str = "elastic-provision.yml"
+    # ptc-playbook's state on the head: its fact cache and the known_hosts its inventory uses.
+    playbook_state_dir: Path = Path("/var/lib/ptc/ansible")
     playbook_vars_file: Path | None = None
     playbook_timeout: float = 600.0
     ssh_key: Path = Path("/root/.ssh/id_ed25519")
@@ -179,7 +206,7 @@ class PlaybookProvisioner:
                 f"provisioner: node_operation: {self.node_operation!r} is not one of "
                 f"{', '.join(NODE_OPERATIONS)}"
             )
-        if self.node_operation == "power" and self.control is None:
+        if self.node_operation != "none" and self.control is None:
             self.control = ControlClient()
 
     @contextlib.contextmanager
@@ -187,7 +214,7 @@ class PlaybookProvisioner:
         """One power change at a time on this head. The client's loop powering off the pool
         at rest and a hook resuming a node run in different processes: without it, a resume
         could start a node that a settle, decided a moment before, then stops under it."""
-        if self.node_operation != "power":
+        if self.node_operation == "none":
             yield
             return
         path = self.lock_file or self.known_hosts.parent / "power.lock"
@@ -199,18 +226,20 @@ class PlaybookProvisioner:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _testbed(self, step: str, nodes: Sequence[str]) -> None:
-        """Ask the testbed's control service. A node busy with another operation (409) is
-        waited for, up to ``busy_timeout``, with a fresh request each time (the refused one did
-        nothing). A refusal or failure fails, with the service's step, the nodes it left out
-        of the wanted state: the one it names with its message, the others as left out."""
+    def _testbed(self, step: str, nodes: Sequence[str]) -> dict[str, Any]:
+        """Ask the testbed's control service for ``step`` (a key of ``_LEAVES``); its answer.
+        A node busy with another operation (409) is waited for, up to ``busy_timeout``, with a
+        fresh request each time (the refused one did nothing). A refusal or failure fails, with
+        the service's step, the nodes it left out of the wanted state: the one it names with
+        its message, the others as left out."""
         assert self.control is not None
-        action = self.control.power_on if step == "power on" else self.control.power_off
+        action: Callable[[list[str], str], dict[str, Any]] = getattr(
+            self.control, step.replace(" ", "_")
+        )
         deadline = self.clock() + self.busy_timeout
         while True:
             try:
-                action(list(nodes), f"{step.replace(' ', '-')}-{uuid.uuid4()}")
-                return
+                return action(list(nodes), f"{step.replace(' ', '-')}-{uuid.uuid4()}")
             except ControlError as err:
                 if err.status == 409 and self.clock() < deadline:
                     self.sleep(1.0)
@@ -220,7 +249,7 @@ class PlaybookProvisioner:
 
     def _left_out(self, step: str, nodes: Sequence[str], err: ControlError) -> dict[str, str]:
         assert self.control is not None
-        want = "running" if step == "power on" else "stopped"
+        want = _LEAVES[step]
         try:
             states = self.control.nodes() if err.status is not None else {}
         except ControlError:
@@ -270,22 +299,59 @@ class PlaybookProvisioner:
             raise ProvisionFailed(step, failures)
 
     def power_on(self, nodes: Sequence[str]) -> None:
-        """Under ``power`` the testbed starts the machines; then each must answer over SSH."""
-        if self.node_operation == "power":
+        """The testbed starts the machines (``power``), gives them fresh disks (``reload``) or
+        allocates them back (``release``: a parked node; one still held is powered on); then
+        each must answer over SSH."""
+        if self.node_operation != "none":
             with self._power_lock():
-                self._testbed("power on", nodes)
+                self._bring_up(nodes)
         self._on_each("power on (SSH)", nodes, "true")
 
+    def _bring_up(self, nodes: Sequence[str]) -> None:
+        if self.node_operation == "power":
+            self._testbed("power on", nodes)
+            return
+        if self.node_operation == "reload":
+            self._trust(self._testbed("reload", nodes))
+            return
+        assert self.control is not None
+        states = self.control.nodes()
+        parked = [n for n in nodes if states.get(n) == "parked"]
+        stopped = [n for n in nodes if states.get(n) == "stopped"]
+        if parked:
+            self._trust(self._testbed("allocate", parked))
+        if stopped:
+            self._testbed("power on", stopped)
+
+    def _trust(self, answer: dict[str, Any]) -> None:
+        """The fresh disks' host keys, as the testbed pinned them, replace the old ones in the
+        head's known_hosts files (the client's and ptc-playbook's), by name and LAN address;
+        ptc-playbook's cached facts of the nodes are the old disks' and go."""
+        hosts = answer.get("hosts")
+        if not isinstance(hosts, dict):
+            raise ProvisionFailed(
+                "power on (host keys)",
+                {"?": "the control service's answer has no host keys for the fresh disks"},
+            )
+        for path in (self.known_hosts, self.playbook_state_dir / "inventory" / "known_hosts"):
+            replace_host_keys(path, hosts)
+        for node in hosts:
+            (self.playbook_state_dir / "facts" / node).unlink(missing_ok=True)
+
     def running(self, nodes: Sequence[str]) -> list[str]:
-        """Those of ``nodes`` whose machines the testbed runs: [] when it powers nothing."""
-        if self.node_operation != "power":
+        """Those of ``nodes`` whose machines the testbed would power off or park: [] when it
+        does neither. Under ``release`` a stopped node still holds its machine."""
+        if self.node_operation == "none":
             return []
         assert self.control is not None
         states = self.control.nodes()
-        return [n for n in nodes if states.get(n) == "running"]
+        holding = ("running", "stopped") if self.node_operation == "release" else ("running",)
+        return [n for n in nodes if states.get(n) in holding]
 
     def configure(self, nodes: Sequence[str]) -> None:
-        argv = [*self.playbook_command, self.resume_playbook, "--limit", ",".join(nodes)]
+        fresh = self.node_operation in FRESH_DISK
+        playbook = self.fresh_playbook if fresh else self.resume_playbook
+        argv = [*self.playbook_command, playbook, "--limit", ",".join(nodes)]
         if self.playbook_vars_file is not None and self.playbook_vars_file.exists():
             argv += ["-e", f"@{self.playbook_vars_file}"]
         done = self.run(argv, self.playbook_timeout)
@@ -293,9 +359,9 @@ class PlaybookProvisioner:
             return
         failures = [f for f in failed_tasks(done.output) if f.host in nodes]
         if done.returncode is None:
-            message = f"{self.resume_playbook} timed out after {self.playbook_timeout:.0f} s"
+            message = f"{playbook} timed out after {self.playbook_timeout:.0f} s"
         else:
-            message = f"{self.resume_playbook} failed (exit {done.returncode})"
+            message = f"{playbook} failed (exit {done.returncode})"
         if not failures:
             tail = " | ".join(done.output.strip().splitlines()[-3:])
             message += f": {tail[:300]}"
@@ -303,7 +369,7 @@ class PlaybookProvisioner:
 
     def power_off(self, nodes: Sequence[str]) -> None:
         """slurmd stops first (a node the testbed powered off already is not reachable, and
-        not a failure under ``power``); then the testbed stops the machine."""
+        not a failure then); then the testbed stops or parks the machine."""
         with self._power_lock():
             self._power_off(nodes)
 
@@ -319,16 +385,48 @@ class PlaybookProvisioner:
             return chosen
 
     def _power_off(self, nodes: Sequence[str]) -> None:
-        power = self.node_operation == "power"
+        testbed = self.node_operation != "none"
+        if testbed and self.node_operation == "release":
+            # a parked node has no machine to reach; one powered off is parked as it is
+            assert self.control is not None
+            states = self.control.nodes()
+            nodes = [n for n in nodes if states.get(n) != "parked"]
+            if not nodes:
+                return
         self._on_each(
             "power off",
             nodes,
             "systemctl stop slurmd; pkill -KILL -x slurmstepd; "
             "if systemctl is-active --quiet slurmd; then exit 1; fi",
-            tolerate=power,
+            tolerate=testbed,
         )
-        if power:
-            self._testbed("power off", nodes)
+        if testbed:
+            self._testbed("release" if self.node_operation == "release" else "power off", nodes)
+
+
+def replace_host_keys(path: Path, hosts: dict[str, Any]) -> None:
+    """Make ``hosts`` (node -> {"addresses", "keys"}) the only keys ``path`` knows for each
+    node's name and addresses; lines naming other hosts stay. Written atomically."""
+    names: dict[str, list[str]] = {}
+    for node, info in hosts.items():
+        keys = [str(k) for k in info.get("keys", [])]
+        if not keys:
+            raise ProvisionFailed("power on (host keys)", {node: "the testbed pinned no host key"})
+        names[node] = [node, *(str(a) for a in info.get("addresses", []))]
+    stale = {n for ns in names.values() for n in ns}
+    lines = path.read_text().splitlines() if path.is_file() else []
+    kept = [
+        line
+        for line in lines
+        if line.startswith("#") or not stale & set(line.split(" ", 1)[0].split(","))
+    ]
+    added = [
+        f"{','.join(dict.fromkeys(ns))} {key}"
+        for node, ns in names.items()
+        for key in hosts[node]["keys"]
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, "\n".join([*kept, *added]) + "\n")
 
 
 def from_settings(settings: Any) -> PlaybookProvisioner:
@@ -338,6 +436,8 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
     known = {
         "playbook_command",
         "resume_playbook",
+        "fresh_playbook",
+        "playbook_state_dir",
         "playbook_vars_file",
         "playbook_timeout",
         "ssh_key",
@@ -357,7 +457,7 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
         raise InputError("provisioner: playbook_command: expected a list of strings")
     operation = str(extra.get("node_operation", "none"))
     control = None
-    if operation == "power":
+    if operation != "none":
         control = ControlClient(
             Path(extra.get("control_socket", "/run/ptc-testbed/api.sock")),
             Path(extra.get("control_credential", "/run/ptc-testbed/credential")),
@@ -366,6 +466,8 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
         return PlaybookProvisioner(
             playbook_command=tuple(command),
             resume_playbook=str(extra.get("resume_playbook", "elastic-resume.yml")),
+            fresh_playbook=str(extra.get("fresh_playbook", "elastic-provision.yml")),
+            playbook_state_dir=Path(extra.get("playbook_state_dir", "/var/lib/ptc/ansible")),
             playbook_vars_file=Path(extra["playbook_vars_file"])
             if extra.get("playbook_vars_file")
             else None,

@@ -352,3 +352,122 @@ def test_power_off_if_asks_again_under_the_lock(tmp_path: Path) -> None:
     assert prov.power_off_if(["node-1", "node-2"], still) == ["node-2"]
     assert asked == [["node-1", "node-2"]]
     assert control.states == {"node-1": "running", "node-2": "stopped"}
+
+
+class FreshDiskControl(FakeControl):
+    """A control service that also reloads, parks and allocates: a fresh disk's answer carries
+    its addresses and the host keys the testbed pinned (new ones each time)."""
+
+    def __init__(self, states: dict[str, str]) -> None:
+        super().__init__(states)
+        self.disks = 0
+
+    def _fresh(self, action: str, nodes: list[str], request_id: str) -> dict[str, Any]:
+        answer = self._do(action, nodes, request_id, "running")
+        self.disks += 1
+        answer["hosts"] = {
+            n: {"addresses": [f"10.10.1.{i + 2}"], "keys": [f"ssh-ed25519 KEY{self.disks}{n}"]}
+            for i, n in enumerate(nodes)
+        }
+        return answer
+
+    def reload(self, nodes: list[str], request_id: str) -> dict[str, Any]:
+        return self._fresh("reload", nodes, request_id)
+
+    def allocate(self, nodes: list[str], request_id: str) -> dict[str, Any]:
+        return self._fresh("allocate", nodes, request_id)
+
+    def release(self, nodes: list[str], request_id: str) -> dict[str, Any]:
+        return self._do("release", nodes, request_id, "parked")
+
+
+def fresh_provisioner(tmp_path: Path, operation: str, control: FakeControl) -> PlaybookProvisioner:
+    state = tmp_path / "ansible"
+    (state / "inventory").mkdir(parents=True)
+    (state / "facts").mkdir()
+    # the head's files as the last deploy left them: old keys, and facts of the old disks
+    old = (
+        "node-1,10.10.1.2 ssh-ed25519 OLD1\nnode-2,10.10.1.3 ssh-ed25519 OLD2\nhead ssh-ed25519 H\n"
+    )
+    (state / "inventory" / "known_hosts").write_text(old)
+    (tmp_path / "known_hosts").write_text(old)
+    for node in ("node-1", "node-2", "head"):
+        (state / "facts" / node).write_text("{}")
+    return PlaybookProvisioner(
+        run=Replay(Completed(0, "")),
+        node_operation=operation,
+        control=control,
+        lock_file=tmp_path / "lock",
+        known_hosts=tmp_path / "known_hosts",
+        playbook_state_dir=state,
+    )
+
+
+def test_reload_gives_fresh_disks_trusts_their_pinned_keys_and_configures_them_whole(
+    tmp_path: Path,
+) -> None:
+    control = FreshDiskControl({"node-1": "stopped", "node-2": "stopped"})
+    prov = fresh_provisioner(tmp_path, "reload", control)
+    prov.power_on(["node-1"])
+    assert [r[:2] for r in control.requests] == [("reload", ["node-1"])]
+    for path in (tmp_path / "known_hosts", tmp_path / "ansible/inventory/known_hosts"):
+        lines = path.read_text().splitlines()
+        assert "node-1,10.10.1.2 ssh-ed25519 KEY1node-1" in lines
+        assert not any("OLD1" in line for line in lines)  # the old disk's key is gone
+        assert "node-2,10.10.1.3 ssh-ed25519 OLD2" in lines and "head ssh-ed25519 H" in lines
+    facts = sorted(p.name for p in (tmp_path / "ansible/facts").iterdir())
+    assert facts == ["head", "node-2"]  # the old disk's facts would be used by smart gathering
+    prov.configure(["node-1"])
+    assert prov.run.argvs[-1][:4] == [  # type: ignore[attr-defined]
+        "/usr/local/sbin/ptc-playbook",
+        "elastic-provision.yml",
+        "--limit",
+        "node-1",
+    ]
+    prov.power_off(["node-1"])  # a suspend powers off; the next resume reloads again
+    assert [r[0] for r in control.requests] == ["reload", "power_off"]
+    assert prov.running(["node-1", "node-2"]) == []
+
+
+def test_release_parks_at_suspend_and_allocates_back_at_resume(tmp_path: Path) -> None:
+    control = FreshDiskControl({"node-1": "running", "node-2": "parked", "node-3": "stopped"})
+    prov = fresh_provisioner(tmp_path, "release", control)
+    # the client's loop: a stopped node still holds its machine, a parked one does not
+    assert prov.running(["node-1", "node-2", "node-3"]) == ["node-1", "node-3"]
+    prov.power_off(["node-1", "node-2"])  # node-2 is parked already: nothing asked for it
+    assert [r[:2] for r in control.requests] == [("release", ["node-1"])]
+    assert control.states["node-1"] == "parked"
+    prov.power_on(["node-1", "node-2", "node-3"])
+    # parked ones are allocated (fresh disks, new keys), a stopped one powered on
+    assert [r[:2] for r in control.requests][1:] == [
+        ("allocate", ["node-1", "node-2"]),
+        ("power_on", ["node-3"]),
+    ]
+    lines = (tmp_path / "known_hosts").read_text().splitlines()
+    assert "node-2,10.10.1.3 ssh-ed25519 KEY1node-2" in lines
+    assert not any("OLD" in line for line in lines)
+
+
+def test_a_fresh_disk_without_keys_in_the_answer_is_a_failure(tmp_path: Path) -> None:
+    control = FreshDiskControl({"node-1": "stopped"})
+    control.reload = lambda nodes, rid: {"id": rid, "state": "done"}  # type: ignore[method-assign]
+    prov = fresh_provisioner(tmp_path, "reload", control)
+    with pytest.raises(ProvisionFailed, match="no host keys"):
+        prov.power_on(["node-1"])
+
+
+def test_a_testbed_with_no_free_machine_fails_the_resume_naming_the_node(tmp_path: Path) -> None:
+    full = ControlError(
+        "control service: 502: allocate: the local testbed has 0 free machines of 7",
+        status=502,
+        node="node-1",
+        step="allocate",
+    )
+    control = FreshDiskControl({"node-1": "parked"})
+    control.refuse = full
+    prov = fresh_provisioner(tmp_path, "release", control)
+    with pytest.raises(ProvisionFailed) as caught:
+        prov.power_on(["node-1"])
+    assert list(caught.value.failures) == ["node-1"]
+    assert "free machines" in caught.value.failures["node-1"]
+    assert "allocate (testbed, allocate)" in str(caught.value)
