@@ -6,6 +6,9 @@ partition's node_operation is power: a pool node at rest is a stopped container)
 resume playbook from the head, and slurmd registers; reclamations drain, requeue and release through Slurm. The tests run in file
 order and each leaves every node back in the pool, idle and powered down.
 
+The module has a testbed of its own with room for exactly its two experiments (the pool's 1+4
+and the other user's 1+1): a machine moves between them only once one gives it back.
+
 Times are short so the module runs in minutes: SuspendTime 20 s, SuspendTimeout 15 s (Slurm
 holds a suspended node "powering down" that long, however quickly SuspendProgram is done), a PV
 every 5 s, repeats of NotifyDeletePending every 10 s, PVs stale after 60 s, ResumeTimeout 90 s.
@@ -37,8 +40,8 @@ from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
+from elastic.testbed import capacity, nodeops
 from elastic.testbed import experiment as experiments
-from elastic.testbed import nodeops
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -58,10 +61,31 @@ EXTRAVARS = [
     "elastic_node_operation=power",
 ]
 MARKS = "/home/ptc/elastic-marks"
+LENDEE = experiment_name("lendee")
+# The module's testbed: the pool's 1+4 and the other user's 1+1, and not one machine more.
+MACHINES = 7
 
 
 @pytest.fixture(scope="module")
-def cluster(experiment_factory: Callable[..., Path], ptc: Any) -> Path:
+def small_testbed(tmp_path_factory: pytest.TempPathFactory, ptc: Any) -> Iterator[Path]:
+    """The module's own testbed of MACHINES machines; the session's comes back afterwards."""
+    before = os.environ[capacity.ENV]
+    os.environ[capacity.ENV] = str(tmp_path_factory.mktemp("elastic-testbed"))
+    capacity.set_machines(MACHINES)
+    try:
+        yield Path(os.environ[capacity.ENV])
+    finally:
+        # down on this testbed, before the session's comes back
+        for name in (NAME, LENDEE):
+            if experiments.exists(name):
+                ptc("down", name)
+        os.environ[capacity.ENV] = before
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    experiment_factory: Callable[..., Path], ptc: Any, request: pytest.FixtureRequest
+) -> Path:
     reuse = os.environ.get("PTC_TEST_ELASTIC_REUSE")
     if reuse:  # developing: an experiment deployed with EXTRAVARS already, kept afterwards
         expdir = Path(reuse).resolve()
@@ -70,6 +94,7 @@ def cluster(experiment_factory: Callable[..., Path], ptc: Any) -> Path:
         NAME = expdir.name
         ssh(expdir, "head", f"install -d -o ptc -g ptc {MARKS}")
         return expdir
+    request.getfixturevalue("small_testbed")
     expdir = experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=4")
     args = ["deploy", NAME]
     for extra in EXTRAVARS:
@@ -629,8 +654,7 @@ def loans(expdir: Path) -> dict[str, Any]:
 def lendee(cluster: Path, experiment_factory: Callable[..., Path], ptc: Any) -> Path:
     """The testbed's other user: a second experiment, 1+1, never deployed. Its head may reach
     its nodes over SSH with the experiment's key, as a user's own key would."""
-    expdir = experiment_factory(experiment_name("lendee"), "profiles/slurm_cluster.py",
-                                "computeNodeCount=1")  # fmt: skip
+    expdir = experiment_factory(LENDEE, "profiles/slurm_cluster.py", "computeNodeCount=1")
     proc = ptc("put", expdir.name, "head", str(expdir / "ssh/id_ed25519"), "/root/.ssh/id_ed25519")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ssh(expdir, "head", "chmod 600 /root/.ssh/id_ed25519")
@@ -706,3 +730,82 @@ def test_a_pool_node_is_lent_to_a_second_experiment_and_slurm_grows_into_it_agai
         300,
     )
     assert done["nnodes"] == "4" and node in expand(expdir, done["nodes"])
+
+
+# -- release: the pool's idle machines go back to the testbed, for anyone ---------------------
+# The partition switches to node_operation release (the head's part of a deploy is enough: the
+# client and slurm.conf live there). A fresh disk is configured whole at resume, so Slurm waits
+# longer for it.
+RELEASE_VARS = [
+    *(v for v in EXTRAVARS if not v.startswith("elastic_node_operation=")),
+    "elastic_node_operation=release",
+    "slurm_power_save_resume_timeout=600",
+]
+
+
+def node_states(name: str) -> dict[str, str]:
+    return nodeops.states(experiments.load(name))
+
+
+def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
+    leaves_pool_idle: Path, lendee: Path, ptc: Any
+) -> None:
+    """The Part-Time Cloud's own setting: at rest the partition parks its free pool (the
+    machines leave the experiment, free on the testbed), another user takes every free machine,
+    and a job's resume then fails cleanly (the node DOWN with the testbed's reason, the job
+    requeued, the node back in the pool, parked); once that user gives the machines back, the
+    job's node is allocated again on a fresh disk, configured whole from the head, and runs it."""
+    expdir = leaves_pool_idle
+    args = ["deploy", NAME, "--limit", "head"]
+    for extra in RELEASE_VARS:
+        args += ["-e", extra]
+    proc = ptc(*args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    wait_for(
+        "the free pool parked",
+        lambda: all(node_states(NAME).get(n) == "parked" for n in NODES),
+        300,
+        5,
+    )
+    gone = subprocess.run(
+        ["podman", "container", "exists", f"ptc-{NAME}-node-1"], check=False, timeout=60
+    )
+    assert gone.returncode == 1, "a parked node's container is still there"
+    assert "node-1" not in node_names(expdir)
+    free = capacity.usage().free
+    assert free == len(NODES), capacity.usage().describe_holders()
+    # the other user takes every free machine
+    extras = [f"extra-{i}" for i in range(free)]
+    proc = ptc("node", "allocate", LENDEE, *extras, "--like", "node-0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert capacity.usage().free == 0
+    job_id = sbatch(expdir, "-N1 -w node-1", "cat /proc/sys/kernel/random/boot_id")
+    try:
+        _, reason = wait_for(
+            "node-1 DOWN for want of a machine, back in the pool",
+            lambda: down_and_given_back(expdir, "node-1"),
+            240,
+        )
+        assert reason.startswith("ptc resume: power on failed:"), reason
+        assert f"0 free of {MACHINES}" in reason, reason
+        wait_for(f"job {job_id} requeued, not lost", lambda: requeued(expdir, job_id), 120)
+        assert node_states(NAME)["node-1"] == "parked"
+    finally:
+        proc = ptc("node", "release", LENDEE, *extras)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the administrator resumes the node; its machine comes back fresh and the job runs
+    ssh(expdir, "head", "scontrol update nodename=node-1 state=resume")
+    done = wait_for(
+        f"job {job_id} to complete on a fresh node-1",
+        lambda: (a := sacct(expdir, job_id)).get("state") == "COMPLETED" and a,
+        900,
+        5,
+    )
+    assert done["nodes"] == "node-1" and done["exit"] == "0:0", done
+    # idle again, the machine goes back to the testbed
+    wait_for(
+        "node-1 parked again",
+        lambda: node_states(NAME).get("node-1") == "parked",
+        SUSPEND_TIME + 300,
+        5,
+    )
