@@ -120,7 +120,8 @@ def status(
     name: Name,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON document on stdout")] = False,
 ) -> None:
-    """Each node's power state: running, stopped or missing."""
+    """Each node's power state: running, stopped, parked (its elastic partition gave the machine
+    back and will take it again) or missing."""
     exp = experiments.load(name)
     states = nodeops.states(exp)
     if as_json:

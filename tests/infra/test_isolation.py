@@ -79,6 +79,20 @@ def mounts(host: Host) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+CAP_DAC_READ_SEARCH = 2  # open_by_handle_at: read a host filesystem past a mount of it
+
+
+def test_only_the_nfs_server_may_open_host_files_by_handle(host: Host) -> None:
+    """NFS-Ganesha needs open_by_handle_at; any other node with it could read past a mount."""
+    require_local(host)
+    serves = "nfs_server" in variables(host).get("group_names", [])
+    held = bool(capabilities(host) & (1 << CAP_DAC_READ_SEARCH))
+    assert held == serves, (
+        f"{name_of(host)}: CAP_DAC_READ_SEARCH {'held' if held else 'missing'}, "
+        f"{'an' if serves else 'not an'} NFS server"
+    )
+
+
 def test_node_sees_no_host_devices(host: Host) -> None:
     require_local(host)
     me = name_of(host)

@@ -558,6 +558,45 @@ def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path)
         )
 
 
+def test_a_node_that_does_not_boot_is_down_with_the_reason_and_back_in_the_pool(
+    leaves_pool_idle: Path,
+) -> None:
+    """A resume starts the node's machine; node-2's disk lost its init while the machine was
+    off, so it cannot boot: the resume fails at the testbed's step, with its reason, the job is
+    requeued and the node is back in the pool, its machine off. With init back it boots and
+    runs the job."""
+    expdir = leaves_pool_idle
+    container = f"ptc-{NAME}-node-2"
+    wait_for("node-2's machine off", lambda: not machines_running(["node-2"])["node-2"], 120, 5)
+    root = subprocess.run(
+        ["podman", "mount", container], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
+    init = Path(root) / "sbin" / "init"  # a symlink to systemd: renamed, never followed
+    broken = init.with_name("init.ptc-test")
+    init.rename(broken)
+    try:
+        job_id = sbatch(expdir, "-N1 -w node-2", "true")
+        _, reason = wait_for(
+            "node-2 DOWN, not booted, back in the pool",
+            lambda: down_and_given_back(expdir, "node-2"),
+            240,
+        )
+        assert reason.startswith("ptc resume: power on failed:"), reason
+        assert "podman start" in reason or "did not start" in reason, reason
+        wait_for(f"job {job_id} requeued, not lost", lambda: requeued(expdir, job_id), 120)
+        assert not machines_running(["node-2"])["node-2"]
+    finally:
+        if os.path.lexists(broken):
+            broken.rename(init)
+        subprocess.run(["podman", "umount", container], check=False, timeout=120)
+    ssh(expdir, "head", "scontrol update nodename=node-2 state=resume")
+    assert wait_for(
+        f"job {job_id} to complete once node-2 boots",
+        lambda: sacct(expdir, job_id).get("state") == "COMPLETED",
+        300,
+    )
+
+
 def test_ptc_verify_passes_with_the_pool_powered_down(leaves_pool_idle: Path, ptc: Any) -> None:
     """`ptc verify` of an elastic cluster: the checks that need slurmd skip the pool nodes Slurm
     holds powered down, and say why; everything else passes."""

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from elastic import atomic, paths
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
-from elastic.testbed import capacity, known_hosts, membership, rspec
+from elastic.testbed import capacity, groups, known_hosts, membership, rspec
 from elastic.testbed.backends.local import (
     DOMAIN,
     etc_hosts,
@@ -534,7 +534,7 @@ class LocalBackend:
             "--label",
             f"{NODE_LABEL}={node.client_id}",
             *capacity.label_args(),  # the machine it takes from the testbed's count
-            *privileges.container_args(),
+            *privileges.container_args(nfs_server="nfs_server" in groups.node_groups(node)),
             *privileges.cgroup_args(name),
             *privileges.repository_masks(
                 paths.REPO_ROOT,

@@ -27,7 +27,6 @@ CAPABILITIES: dict[str, str] = {
     "SYS_CHROOT": "sshd's privilege separation",
     "AUDIT_WRITE": "sshd and PAM record logins",
     "SETFCAP": "dpkg sets file capabilities of packages the roles install",
-    "DAC_READ_SEARCH": "NFS-Ganesha's VFS backend reopens exported files by handle",
     "SYS_NICE": "slurmstepd binds job tasks to their cores (task/affinity)",
     "SYS_PTRACE": "root inspects any process of its node (/proc/PID/environ, gdb, strace)",
 }
@@ -42,9 +41,19 @@ CGROUP_CONTROLLERS = ("cpuset", "cpuacct", "memory", "freezer")
 CGROUP_PARENT = "ptc-nodes"
 
 
-def container_args() -> list[str]:
-    """The grants every node container starts with (no host devices, no extra options)."""
-    return ["--cap-drop", "all", "--cap-add", ",".join(CAPABILITIES)]
+# Granted only to the nodes that serve the experiment's shares (group nfs_server): with it,
+# root could open any file of a host filesystem it has a mount of by its handle, reading past
+# the mount's directory, so no other node gets it.
+NFS_SERVER_CAPABILITIES: dict[str, str] = {
+    "DAC_READ_SEARCH": "NFS-Ganesha's VFS backend reopens exported files by handle",
+}
+
+
+def container_args(nfs_server: bool = False) -> list[str]:
+    """The grants a node container starts with (no host devices, no extra options); a node
+    of the group nfs_server also gets NFS_SERVER_CAPABILITIES."""
+    granted = [*CAPABILITIES, *(NFS_SERVER_CAPABILITIES if nfs_server else ())]
+    return ["--cap-drop", "all", "--cap-add", ",".join(granted)]
 
 
 def hybrid_cgroups() -> bool:
