@@ -297,10 +297,22 @@ def _run(settings: Settings, exp: Experiment, record: Record) -> Record:
 def _operation(ops: NodeOps, action: str) -> Callable[[Experiment, list[str], OnEvent], None]:
     """What an action does: a release through this service parks the nodes (the experiment
     may allocate them back); the others are nodeops' operations of the same name."""
+    # A request run again after a stop of the service finds the nodes it had moved already
+    # moved: those are done, not refused.
     if action == "release":
-        return lambda exp, nodes, on_event: ops.release(exp, nodes, on_event, park=True)
+
+        def release(exp: Experiment, nodes: list[str], on_event: OnEvent) -> None:
+            if todo := [n for n in nodes if n not in exp.parked]:
+                ops.release(exp, todo, on_event, park=True)
+
+        return release
     if action == "allocate":
-        return lambda exp, nodes, on_event: ops.allocate(exp, nodes, on_event=on_event)
+
+        def allocate(exp: Experiment, nodes: list[str], on_event: OnEvent) -> None:
+            if todo := [n for n in nodes if n in exp.parked]:
+                ops.allocate(exp, todo, on_event=on_event)
+
+        return allocate
     operation: Callable[..., None] = getattr(ops, action)
     return lambda exp, nodes, on_event: operation(exp, nodes, on_event=on_event)
 

@@ -328,3 +328,29 @@ def test_release_parks_and_only_parked_nodes_are_allocated_back_with_their_new_k
     again = c.post("/v1/operations", json=operate("allocate", ["node-0"], "a"), headers=auth(alpha))
     assert again.json()["replayed"] is True and again.json()["hosts"] == hosts
     assert ops.calls == [("allocate", ["node-0"])]
+
+
+def test_an_allocate_stopped_after_its_work_is_finished_by_its_repeat_not_done_twice(
+    alpha: Experiment, ops: FakeNodeOps
+) -> None:
+    """The service stopped after node-0 was allocated but before the journal said so: the
+    repeat (same request id, a restarted service) finds node-0 held and answers with its keys,
+    without allocating it a second time (which would be refused as held)."""
+    c = client(alpha, ops)
+    assert (
+        c.post(
+            "/v1/operations", json=operate("release", ["node-0"], "rel"), headers=auth(alpha)
+        ).status_code
+        == 200
+    )
+    settings = settings_for(alpha, ops)
+    settings.journal.start("alloc", "allocate", ["node-0"])
+    ops.allocate(experiments.load("alpha"), ["node-0"])  # the work the stop did not record
+    ops.calls.clear()
+    api = TestClient(create_app(settings_for(alpha, ops)))  # the restarted service
+    answer = api.post(
+        "/v1/operations", json=operate("allocate", ["node-0"], "alloc"), headers=auth(alpha)
+    )
+    assert answer.status_code == 200, answer.json()
+    assert ops.calls == []
+    assert answer.json()["hosts"]["node-0"]["keys"] == ["ssh-ed25519 NEWnode-0"]
