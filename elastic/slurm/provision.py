@@ -89,6 +89,8 @@ class PowerControl(Protocol):
 
     def nodes(self) -> dict[str, str]: ...
 
+    def hosts(self) -> dict[str, Any]: ...
+
 
 def subprocess_run(argv: Sequence[str], timeout: float) -> Completed:
     try:
@@ -322,6 +324,16 @@ class PlaybookProvisioner:
             self._trust(self._testbed("allocate", parked))
         if stopped:
             self._testbed("power on", stopped)
+        if held := [n for n in nodes if n not in parked]:
+            # a node still held may have had its disk made again from the host since the
+            # head last learnt its keys (a deploy allocates parked nodes back): ask
+            try:
+                pinned = self.control.hosts()
+            except ControlError as err:
+                raise ProvisionFailed(
+                    "power on (host keys)", dict.fromkeys(held, str(err))
+                ) from err
+            self._trust({"hosts": {n: pinned[n] for n in held if n in pinned}})
 
     def _trust(self, answer: dict[str, Any]) -> None:
         """The fresh disks' host keys, as the testbed pinned them, replace the old ones in the

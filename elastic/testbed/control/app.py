@@ -2,6 +2,7 @@
 
 ``GET /v1/health``        the experiment served; the only call without the credential
 ``GET /v1/nodes``         this experiment's nodes and their states
+``GET /v1/hosts``         their LAN addresses and the host keys the testbed pinned for them
 ``POST /v1/operations``   {"id", "action": power_on | power_off | reload | release | allocate,
                           "nodes": [...]}
 ``GET /v1/operations/ID`` the journal's record of one operation
@@ -174,6 +175,13 @@ def create_app(settings: Settings) -> FastAPI:
         except PtcError as err:
             raise Refused(502, str(err), getattr(err, "node", None), "states") from err
         return {"experiment": exp.name, "nodes": states}
+
+    @app.get("/v1/hosts", dependencies=[Auth])
+    def hosts() -> dict[str, Any]:
+        """Each node's LAN addresses and the host keys the testbed pinned for it."""
+        exp = experiment()
+        names = [n.client_id for n in rspec.parse_manifest(exp.manifest()).nodes]
+        return {"experiment": exp.name, "hosts": _hosts(exp, names)}
 
     @app.get("/v1/operations/{request_id}", dependencies=[Auth])
     def operation(request_id: str) -> dict[str, Any]:

@@ -71,6 +71,11 @@ class ControlClient:
         states: dict[str, str] = self._request("GET", "/v1/nodes")["nodes"]
         return states
 
+    def hosts(self) -> dict[str, Any]:
+        """node -> {"addresses", "keys"}: the host keys the testbed pinned for each node."""
+        found: dict[str, Any] = self._request("GET", "/v1/hosts")["hosts"]
+        return found
+
     def operation(self, request_id: str) -> dict[str, Any]:
         """The journal's record of one request."""
         return self._request("GET", f"/v1/operations/{request_id}")

@@ -380,6 +380,14 @@ class FreshDiskControl(FakeControl):
     def release(self, nodes: list[str], request_id: str) -> dict[str, Any]:
         return self._do("release", nodes, request_id, "parked")
 
+    def hosts(self) -> dict[str, Any]:
+        """What the testbed pinned for the nodes it holds (made again from the host: PIN)."""
+        return {
+            n: {"addresses": [f"10.10.1.{i + 2}"], "keys": [f"ssh-ed25519 PIN{n}"]}
+            for i, n in enumerate(sorted(self.states))
+            if self.states[n] != "parked"
+        }
+
 
 def fresh_provisioner(tmp_path: Path, operation: str, control: FakeControl) -> PlaybookProvisioner:
     state = tmp_path / "ansible"
@@ -446,6 +454,9 @@ def test_release_parks_at_suspend_and_allocates_back_at_resume(tmp_path: Path) -
     lines = (tmp_path / "known_hosts").read_text().splitlines()
     assert "node-2,10.10.1.3 ssh-ed25519 KEY1node-2" in lines
     assert not any("OLD" in line for line in lines)
+    # node-3 was held, its disk made again from the host since the head's last deploy (a
+    # deploy allocates parked nodes back): its keys are asked for, not assumed
+    assert "node-3,10.10.1.4 ssh-ed25519 PINnode-3" in lines
 
 
 def test_a_fresh_disk_without_keys_in_the_answer_is_a_failure(tmp_path: Path) -> None:

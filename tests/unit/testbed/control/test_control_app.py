@@ -354,3 +354,15 @@ def test_an_allocate_stopped_after_its_work_is_finished_by_its_repeat_not_done_t
     assert answer.status_code == 200, answer.json()
     assert ops.calls == []
     assert answer.json()["hosts"]["node-0"]["keys"] == ["ssh-ed25519 NEWnode-0"]
+
+
+def test_hosts_gives_each_node_s_pinned_keys_to_its_experiment_only(
+    alpha: Experiment, ops: FakeNodeOps
+) -> None:
+    c = client(alpha, ops)
+    assert c.get("/v1/hosts").status_code == 401
+    c.post("/v1/operations", json=operate("release", ["node-0"], "rel"), headers=auth(alpha))
+    c.post("/v1/operations", json=operate("allocate", ["node-0"], "al"), headers=auth(alpha))
+    hosts = c.get("/v1/hosts", headers=auth(alpha)).json()["hosts"]
+    assert hosts["node-0"] == {"addresses": ["10.10.1.2"], "keys": ["ssh-ed25519 NEWnode-0"]}
+    assert set(hosts) == {"head", "node-0", "node-1"}
