@@ -314,14 +314,14 @@ class PlaybookProvisioner:
             self._testbed("power on", nodes)
             return
         if self.node_operation == "reload":
-            self._trust(self._testbed("reload", nodes))
+            self._trust(self._testbed("reload", nodes), nodes)
             return
         assert self.control is not None
         states = self.control.nodes()
         parked = [n for n in nodes if states.get(n) == "parked"]
         stopped = [n for n in nodes if states.get(n) == "stopped"]
         if parked:
-            self._trust(self._testbed("allocate", parked))
+            self._trust(self._testbed("allocate", parked), parked)
         if stopped:
             self._testbed("power on", stopped)
         if held := [n for n in nodes if n not in parked]:
@@ -333,9 +333,9 @@ class PlaybookProvisioner:
                 raise ProvisionFailed(
                     "power on (host keys)", dict.fromkeys(held, str(err))
                 ) from err
-            self._trust({"hosts": {n: pinned[n] for n in held if n in pinned}})
+            self._trust({"hosts": {n: pinned[n] for n in held if n in pinned}}, held)
 
-    def _trust(self, answer: dict[str, Any]) -> None:
+    def _trust(self, answer: dict[str, Any], nodes: Sequence[str]) -> None:
         """The fresh disks' host keys, as the testbed pinned them, replace the old ones in the
         head's known_hosts files (the client's and ptc-playbook's), by name and LAN address;
         ptc-playbook's cached facts of the nodes are the old disks' and go."""
@@ -343,7 +343,7 @@ class PlaybookProvisioner:
         if not isinstance(hosts, dict):
             raise ProvisionFailed(
                 "power on (host keys)",
-                {"?": "the control service's answer has no host keys for the fresh disks"},
+                dict.fromkeys(nodes, "the control service's answer has no host keys for them"),
             )
         for path in (self.known_hosts, self.playbook_state_dir / "inventory" / "known_hosts"):
             replace_host_keys(path, hosts)

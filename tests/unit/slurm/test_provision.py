@@ -463,8 +463,9 @@ def test_a_fresh_disk_without_keys_in_the_answer_is_a_failure(tmp_path: Path) ->
     control = FreshDiskControl({"node-1": "stopped"})
     control.reload = lambda nodes, rid: {"id": rid, "state": "done"}  # type: ignore[method-assign]
     prov = fresh_provisioner(tmp_path, "reload", control)
-    with pytest.raises(ProvisionFailed, match="no host keys"):
+    with pytest.raises(ProvisionFailed, match="no host keys") as caught:
         prov.power_on(["node-1"])
+    assert list(caught.value.failures) == ["node-1"]  # the node fails, with the reason
 
 
 def test_a_testbed_with_no_free_machine_fails_the_resume_naming_the_node(tmp_path: Path) -> None:
