@@ -69,6 +69,8 @@ PTC = [sys.executable, "-m", "elastic.cli"]
 # experiments must see none of it through /local/repository.
 REPO_STATE = REPO / "state"
 OTHER_HOME = REPO_STATE / f"it-{OTHER}"
+# Seen at collection, before any test made it: a ./state of the user's own is never removed.
+STATE_WAS_THERE = REPO_STATE.exists()
 
 
 def ptc_other(*args: str) -> subprocess.CompletedProcess[str]:
@@ -270,6 +272,28 @@ def test_status_restarts_a_dead_service(exps: tuple[Path, Path], ptc: Any) -> No
     assert int((main / "control-service" / "service.pid").read_text()) != pid
     listed = in_node(NAME, "head", "GET", "/v1/nodes", "-", "mounted")
     assert listed["status"] == 200
+
+
+def test_a_node_starts_after_a_directory_it_hides_is_gone(
+    exps: tuple[Path, Path], ptc: Any
+) -> None:
+    """A node created while ./state existed masks it; once the directory is removed (the other
+    user is gone, ``rm -rf state``), the node still powers on, and still sees nothing there."""
+    if STATE_WAS_THERE:
+        pytest.skip("./state was there before the tests: it holds the user's own experiments")
+    assert ptc_other("down", OTHER).returncode == 0
+    shutil.rmtree(OTHER_HOME)
+    REPO_STATE.rmdir()
+    off = ptc("node", "power-off", NAME, "node-0")
+    assert off.returncode == 0, off.stderr
+    on = ptc("node", "power-on", NAME, "node-0")
+    assert on.returncode == 0, on.stderr
+    assert container_state(NAME, "node-0") == "running"
+    listing = subprocess.run(
+        ["podman", "exec", f"ptc-{NAME}-node-0", "ls", "-A", "/local/repository/state"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert listing == ""
 
 
 def test_down_stops_the_service(exps: tuple[Path, Path], ptc: Any) -> None:

@@ -68,3 +68,25 @@ def test_only_the_outermost_existing_state_directory_is_covered(tmp_path: Path) 
         repo, [repo / "state" / "it-other", repo / "state", repo / "cache-not-made", repo]
     )
     assert args == ["--tmpfs", "/local/repository/state:ro,size=4k,mode=0555,notmpcopyup"]
+
+
+def test_the_masked_directories_are_found_from_a_created_container(tmp_path: Path) -> None:
+    """podman inspect's shape: HostConfig.Tmpfs maps the container path to its options."""
+    repo = tmp_path / "repo"
+    info = {
+        "Mounts": [
+            {"Destination": "/local/shared", "Source": str(tmp_path / "shared")},
+            {"Destination": "/local/repository", "Source": str(repo)},
+        ],
+        "HostConfig": {
+            "Tmpfs": {
+                "/local/repository/state": "ro,size=4k,mode=0555,rprivate,nosuid,nodev",
+                "/local/repository/.cache/ptc": "ro,size=4k",
+                "/local/repository-other/x": "ro",
+                "/local/repository/../escape": "ro",
+                "/tmp": "rw",
+            }
+        },
+    }
+    assert privileges.mask_targets(info) == [repo / ".cache" / "ptc", repo / "state"]
+    assert privileges.mask_targets({"HostConfig": {"Tmpfs": None}, "Mounts": None}) == []

@@ -206,6 +206,9 @@ class LocalBackend:
         steps.status(f"starting {node.client_id}")
         started = time.monotonic()
         with _step("power on", node.client_id, "podman start"):
+            created = podman.inspect(name)
+            for target in privileges.mask_targets(created or {}):
+                target.mkdir(parents=True, exist_ok=True)
             podman.run("start", name)
             info = podman.inspect(name)
             if info is None or not info["State"]["Running"]:

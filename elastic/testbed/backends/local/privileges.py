@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 CAPABILITIES: dict[str, str] = {
     "CHOWN": "apt and the roles give files to their owners (munge key, Slurm spool, MariaDB)",
@@ -117,3 +118,29 @@ def repository_masks(repository: Path, state: list[Path]) -> list[str]:
         for d in outer
         for arg in ("--tmpfs", f"/local/repository/{d}:ro,size=4k,mode=0555,notmpcopyup")
     ]
+
+
+def mask_targets(container: dict[str, Any]) -> list[Path]:
+    """The host directories under the repository that a created container's masks cover
+    (from its ``podman inspect``). runc makes a tmpfs's mount point at every start, and it
+    cannot in the read-only repository: when one of these directories is removed after the
+    container was created (a ``rm -rf state``), the container no longer starts until it exists
+    again. Recreating it empty shows the node nothing."""
+    source = next(
+        (
+            Path(m["Source"])
+            for m in container.get("Mounts") or []
+            if m.get("Destination") == "/local/repository"
+        ),
+        None,
+    )
+    if source is None:
+        return []
+    tmpfs: dict[str, str] = (container.get("HostConfig") or {}).get("Tmpfs") or {}
+    mount = PurePosixPath("/local/repository")
+    inside = [PurePosixPath(p).relative_to(mount) for p in sorted(tmpfs) if _under(p, mount)]
+    return [source / d for d in inside if d.parts and ".." not in d.parts]
+
+
+def _under(point: str, mount: PurePosixPath) -> bool:
+    return PurePosixPath(point).is_relative_to(mount)
