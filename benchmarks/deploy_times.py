@@ -67,8 +67,9 @@ class Row:
     roles: dict[str, float] = field(default_factory=dict)
 
 
-def role_split(run_dir: Path) -> dict[str, float]:
-    """Wall seconds per role (plays' own tasks and fact gathering by name), from the events.
+def role_split(run_dir: Path, began: float, ended: float) -> dict[str, float]:
+    """Wall seconds per role (plays' own tasks and fact gathering by name), from the events,
+    and ptc's own time around the playbook (``began``/``ended``: wall clock of the deploy call).
 
     Under the linear strategy a task ends when the slowest host is done, so each task's wall time
     is the gap to the next task or play start.
@@ -94,6 +95,10 @@ def role_split(run_dir: Path) -> dict[str, float]:
     split: dict[str, float] = defaultdict(float)
     for (start, key), (end, _) in itertools.pairwise(marks):
         split[key] += end - start
+    if marks:
+        stamps = [datetime.fromisoformat(e["created"]).timestamp() for e in events]
+        split["(ptc and ansible start)"] = stamps[0] - began
+        split["(play end to return)"] = ended - stamps[-1]
     return dict(sorted(split.items(), key=lambda kv: -kv[1]))
 
 
@@ -105,7 +110,7 @@ def timed_deploy(
     mitogen: bool,
     limit: str | None = None,
 ) -> None:
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     try:
         result = runner.deploy(Target.of_experiment(exp), limit=limit, mitogen=mitogen)
     except Exception as err:  # a failed run is a figure too; keep going with the next size
@@ -115,8 +120,7 @@ def timed_deploy(
         raise
     row.seconds = time.monotonic() - started
     row.changed, row.failed, row.hosts = result.changed, result.failed, len(result.hosts)
-    if row.run == "first":
-        row.roles = role_split(result.run_dir)
+    row.roles = role_split(result.run_dir, began, time.time())
     rows.append(row)
     console.print(
         f"[bold]1+{row.size} {row.variant} {row.run}[/]: {row.seconds:.1f}s, {result.describe()}"
@@ -172,12 +176,12 @@ def markdown(rows: list[Row], variants: list[str], sizes: list[int], note: str) 
                 out.append(
                     f"- {variant}: first deploy 1+{size} / 1+{sizes[0]} = {other / base:.2f}"
                 )
-    out += ["", "## Per-role split of each first deploy (wall seconds)", ""]
+    out += ["", "## Per-role split of each deploy (wall seconds)", ""]
     for r in (r for r in rows if r.roles):
         top = ", ".join(
             f"{k} {v:.1f}" for k, v in sorted(r.roles.items(), key=lambda kv: -kv[1])[:12]
         )
-        out.append(f"- 1+{r.size} {r.variant} ({r.seconds:.1f}s): {top}")
+        out.append(f"- 1+{r.size} {r.variant} {r.run} ({r.seconds:.1f}s): {top}")
     return "\n".join(out) + "\n"
 
 
