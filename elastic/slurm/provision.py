@@ -312,6 +312,9 @@ class PlaybookProvisioner:
     def _bring_up(self, nodes: Sequence[str]) -> None:
         if self.node_operation == "power":
             self._testbed("power on", nodes)
+            # its disk may have been made again from the host (`ptc node reload`) since the
+            # head last learnt its keys
+            self._trust_pinned(nodes)
             return
         if self.node_operation == "reload":
             self._trust(self._testbed("reload", nodes), nodes)
@@ -326,28 +329,42 @@ class PlaybookProvisioner:
             self._testbed("power on", stopped)
         if held := [n for n in nodes if n not in parked]:
             # a node still held may have had its disk made again from the host since the
-            # head last learnt its keys (a deploy allocates parked nodes back): ask
-            try:
-                pinned = self.control.hosts()
-            except ControlError as err:
-                raise ProvisionFailed(
-                    "power on (host keys)", dict.fromkeys(held, str(err))
-                ) from err
-            self._trust({"hosts": {n: pinned[n] for n in held if n in pinned}}, held)
+            # head last learnt its keys (a deploy allocates parked nodes back)
+            self._trust_pinned(held)
 
-    def _trust(self, answer: dict[str, Any], nodes: Sequence[str]) -> None:
-        """The fresh disks' host keys, as the testbed pinned them, replace the old ones in the
-        head's known_hosts files (the client's and ptc-playbook's), by name and LAN address;
-        ptc-playbook's cached facts of the nodes are the old disks' and go."""
+    def _trust_pinned(self, nodes: Sequence[str]) -> None:
+        """Ask the testbed for the keys it pinned for ``nodes`` and trust those; a node whose
+        keys changed has a new disk, and its cached facts go."""
+        assert self.control is not None
+        try:
+            pinned = self.control.hosts()
+        except ControlError as err:
+            raise ProvisionFailed("power on (host keys)", dict.fromkeys(nodes, str(err))) from err
+        self._trust({"hosts": {n: pinned[n] for n in nodes if n in pinned}}, nodes, fresh=False)
+
+    def _trust(self, answer: dict[str, Any], nodes: Sequence[str], fresh: bool = True) -> None:
+        """The host keys the testbed pinned replace the old ones in the head's known_hosts
+        files (the client's and ptc-playbook's), by name and LAN address. ptc-playbook's
+        cached facts of a node are the old disk's and go: always after a reload or an
+        allocation (``fresh``), else only when its keys changed (nothing is written then)."""
         hosts = answer.get("hosts")
         if not isinstance(hosts, dict):
             raise ProvisionFailed(
                 "power on (host keys)",
                 dict.fromkeys(nodes, "the control service's answer has no host keys for them"),
             )
+        changed = [
+            n
+            for n, info in hosts.items()
+            if fresh
+            or known_keys(self.known_hosts, n)
+            != {" ".join(str(k).split()[:2]) for k in info.get("keys", [])}
+        ]
+        if not changed:
+            return  # files the deploy wrote stay as it wrote them
         for path in (self.known_hosts, self.playbook_state_dir / "inventory" / "known_hosts"):
-            replace_host_keys(path, hosts)
-        for node in hosts:
+            replace_host_keys(path, {n: hosts[n] for n in changed})
+        for node in changed:
             (self.playbook_state_dir / "facts" / node).unlink(missing_ok=True)
 
     def running(self, nodes: Sequence[str]) -> list[str]:
@@ -414,6 +431,18 @@ class PlaybookProvisioner:
         )
         if testbed:
             self._testbed("release" if self.node_operation == "release" else "power off", nodes)
+
+
+def known_keys(path: Path, host: str) -> set[str]:
+    """The keys (``type base64``) ``path`` holds for ``host`` by name."""
+    if not path.is_file():
+        return set()
+    found = set()
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and not line.startswith("#") and host in fields[0].split(","):
+            found.add(f"{fields[1]} {fields[2]}")
+    return found
 
 
 def replace_host_keys(path: Path, hosts: dict[str, Any]) -> None:

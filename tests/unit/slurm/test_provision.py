@@ -214,6 +214,14 @@ class FakeControl:
     def nodes(self) -> dict[str, str]:
         return dict(self.states)
 
+    def hosts(self) -> dict[str, Any]:
+        """What the testbed pinned for the nodes it holds (PIN: as the head knows them)."""
+        return {
+            n: {"addresses": [f"10.10.1.{i + 2}"], "keys": [f"ssh-ed25519 PIN{n}"]}
+            for i, n in enumerate(sorted(self.states))
+            if self.states[n] != "parked"
+        }
+
 
 def test_power_mode_starts_the_machines_before_ssh_and_stops_them_after_slurmd(
     tmp_path: Path,
@@ -231,7 +239,12 @@ def test_power_mode_starts_the_machines_before_ssh_and_stops_them_after_slurmd(
         )
 
     prov = PlaybookProvisioner(
-        run=run, node_operation="power", control=control, lock_file=tmp_path / "lock"
+        run=run,
+        node_operation="power",
+        control=control,
+        lock_file=tmp_path / "lock",
+        known_hosts=tmp_path / "known_hosts",
+        playbook_state_dir=tmp_path / "ansible",
     )
     prov.power_on(["node-1", "node-2"])
     assert [r[:2] for r in control.requests] == [("power_on", ["node-1", "node-2"])]
@@ -308,6 +321,8 @@ def test_a_busy_node_is_waited_for_with_a_fresh_request_each_time(tmp_path: Path
         control=control,
         lock_file=tmp_path / "power.lock",
         sleep=slept.append,
+        known_hosts=tmp_path / "known_hosts",
+        playbook_state_dir=tmp_path / "ansible",
     )
     prov.power_on(["node-1", "node-2"])
     assert control.states == {"node-1": "running", "node-2": "running"}
@@ -380,14 +395,6 @@ class FreshDiskControl(FakeControl):
     def release(self, nodes: list[str], request_id: str) -> dict[str, Any]:
         return self._do("release", nodes, request_id, "parked")
 
-    def hosts(self) -> dict[str, Any]:
-        """What the testbed pinned for the nodes it holds (made again from the host: PIN)."""
-        return {
-            n: {"addresses": [f"10.10.1.{i + 2}"], "keys": [f"ssh-ed25519 PIN{n}"]}
-            for i, n in enumerate(sorted(self.states))
-            if self.states[n] != "parked"
-        }
-
 
 def fresh_provisioner(tmp_path: Path, operation: str, control: FakeControl) -> PlaybookProvisioner:
     state = tmp_path / "ansible"
@@ -457,6 +464,45 @@ def test_release_parks_at_suspend_and_allocates_back_at_resume(tmp_path: Path) -
     # node-3 was held, its disk made again from the host since the head's last deploy (a
     # deploy allocates parked nodes back): its keys are asked for, not assumed
     assert "node-3,10.10.1.4 ssh-ed25519 PINnode-3" in lines
+
+
+def test_power_trusts_keys_a_host_side_reload_changed_and_keeps_the_facts_of_the_others(
+    tmp_path: Path,
+) -> None:
+    """Under power a disk is kept, unless someone reloaded the node from the host meanwhile:
+    then the testbed pinned new keys, and the head must learn them before its SSH check."""
+    control = FakeControl({"node-1": "stopped", "node-2": "stopped"})
+    prov = fresh_provisioner(tmp_path, "power", control)
+    # node-2's disk is as the head last saw it (its keys unchanged); node-1's was made again
+    for path in (tmp_path / "known_hosts", tmp_path / "ansible/inventory/known_hosts"):
+        path.write_text(path.read_text().replace("OLD2", "PINnode-2"))
+    prov.power_on(["node-1", "node-2"])
+    assert [r[:2] for r in control.requests] == [("power_on", ["node-1", "node-2"])]
+    for path in (tmp_path / "known_hosts", tmp_path / "ansible/inventory/known_hosts"):
+        lines = path.read_text().splitlines()
+        assert "node-1,10.10.1.2 ssh-ed25519 PINnode-1" in lines
+        assert not any("OLD1" in line for line in lines)
+        assert "node-2,10.10.1.3 ssh-ed25519 PINnode-2" in lines
+    facts = sorted(p.name for p in (tmp_path / "ansible/facts").iterdir())
+    assert facts == ["head", "node-2"]  # only the new disk's stale facts went
+    # the next resume finds every key as pinned: the files stay byte for byte
+    before = (tmp_path / "known_hosts").stat().st_mtime_ns, (tmp_path / "known_hosts").read_text()
+    prov.power_off(["node-1", "node-2"])
+    prov.power_on(["node-1", "node-2"])
+    after = (tmp_path / "known_hosts").stat().st_mtime_ns, (tmp_path / "known_hosts").read_text()
+    assert after == before
+
+
+def test_power_fails_the_nodes_when_the_testbed_will_not_say_their_keys(tmp_path: Path) -> None:
+    class NoHosts(FakeControl):
+        def hosts(self) -> dict[str, Any]:
+            raise ControlError("control service unreachable", status=None)
+
+    prov = fresh_provisioner(tmp_path, "power", NoHosts({"node-1": "stopped"}))
+    with pytest.raises(ProvisionFailed) as err:
+        prov.power_on(["node-1"])
+    assert err.value.failures == {"node-1": "control service unreachable"}
+    assert "power on (host keys)" in str(err.value)
 
 
 def test_a_fresh_disk_without_keys_in_the_answer_is_a_failure(tmp_path: Path) -> None:
