@@ -116,18 +116,41 @@ def leaks_in_files(roots: Iterable[Path], secrets: Mapping[str, str]) -> list[Le
 def leaks_in_command_lines(
     secrets: Mapping[str, str], proc: Path = Path("/proc"), ignore: Iterable[int] = ()
 ) -> list[Leak]:
-    """Every process whose command line holds one of the ``secrets``, but the ``ignore``d."""
+    """Every process whose command line holds one of the ``secrets``, but the ``ignore``d.
+
+    A child of an ignored process that still shows its parent's exact command line is that
+    process, forked and not yet exec'd (every ``subprocess`` call passes through that state):
+    it is ignored too. Once it execs, its own command line is scanned like any other."""
     skip = set(ignore)
+    own = {pid: _read(proc / str(pid) / "cmdline") for pid in skip}
     found: list[Leak] = []
     needles = {name: value.encode() for name, value in secrets.items() if value}
     for entry in proc.glob("[0-9]*/cmdline"):
         pid = int(entry.parent.name)
         if pid in skip:
             continue
-        try:
-            argv = entry.read_bytes()
-        except OSError:
+        argv = _read(entry)
+        if argv is None:
             continue  # ended since listed
+        parent = _parent(proc / str(pid) / "stat")
+        if parent in skip and argv == own.get(parent):
+            continue
         shown = argv.split(b"\0")[0].decode(errors="replace")  # the program, never its arguments
         found += [Leak(f"pid {pid} ({shown})", n) for n, v in needles.items() if v in argv]
     return found
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _parent(stat: Path) -> int | None:
+    """The parent pid from ``/proc/PID/stat`` (after the command's closing parenthesis)."""
+    data = _read(stat)
+    if data is None or b")" not in data:
+        return None
+    fields = data.rsplit(b")", 1)[1].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None

@@ -82,6 +82,25 @@ def test_the_scan_finds_files_and_command_lines(tmp_path: Path) -> None:
     assert secrets.leaks_in_command_lines({"canary": CANARY}, proc, ignore=[11]) == []
 
 
+def _process(proc: Path, pid: int, parent: int, argv: list[bytes]) -> None:
+    (proc / str(pid)).mkdir(parents=True)
+    (proc / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
+    (proc / str(pid) / "stat").write_text(f"{pid} ({argv[0].decode()}) S {parent} 1 1 0\n")
+
+
+def test_a_fork_of_an_ignored_process_is_ignored_until_it_execs(tmp_path: Path) -> None:
+    """Between fork and exec a child shows its parent's command line: that is the parent's own
+    (ignored) secret, not a leak; the same child after exec, or a stranger, is scanned."""
+    proc = tmp_path / "proc"
+    user = [b"ptc", b"deploy", b"-e", b"k=" + CANARY.encode()]
+    _process(proc, 20, 1, user)
+    _process(proc, 21, 20, user)  # forked by the ignored 20, not yet exec'd
+    _process(proc, 22, 20, [b"helper", CANARY.encode()])  # exec'd with the secret: a leak
+    _process(proc, 23, 1, user)  # the same command line, but no child of 20: a leak
+    leaks = secrets.leaks_in_command_lines({"canary": CANARY}, proc, ignore=[20])
+    assert sorted(leak.where for leak in leaks) == ["pid 22 (helper)", "pid 23 (ptc)"]
+
+
 def test_extravars_from_a_vars_file(tmp_path: Path) -> None:
     (tmp_path / "v.yml").write_text(f"etcd_snapshot_aws_secret_access_key: {CANARY}\nn: 2\n")
     assert parse_extravars([f"@{tmp_path / 'v.yml'}", "m=1"]) == {
