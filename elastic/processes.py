@@ -7,14 +7,26 @@ import os
 from pathlib import Path
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot; None when it is gone."""
+def _fields(pid: int, proc: Path) -> list[str] | None:
+    """``/proc/PID/stat`` from field 3 (the state) on; None when the process is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: count from its last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return stat.rsplit(")", 1)[1].split()
+
+
+def start_time(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The process's start time in clock ticks since boot; None when it is gone."""
+    fields = _fields(pid, proc)
+    return None if fields is None else int(fields[19])
+
+
+def parent(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The process's parent pid; None when it is gone."""
+    fields = _fields(pid, proc)
+    return None if fields is None else int(fields[1])
 
 
 def alive(pid: int, started: int | None) -> bool:

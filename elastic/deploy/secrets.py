@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from elastic import paths
+from elastic import paths, processes
 
 SECRET_NAME = re.compile(
     r"password|passwd|secret|token|credential|private_key|access_key|api_key|key_value",
@@ -132,7 +132,7 @@ def leaks_in_command_lines(
         argv = _read(entry)
         if argv is None:
             continue  # ended since listed
-        parent = _parent(proc / str(pid) / "stat")
+        parent = processes.parent(pid, proc)
         if parent in skip and argv == own.get(parent):
             continue
         shown = argv.split(b"\0")[0].decode(errors="replace")  # the program, never its arguments
@@ -145,12 +145,3 @@ def _read(path: Path) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
-
-
-def _parent(stat: Path) -> int | None:
-    """The parent pid from ``/proc/PID/stat`` (after the command's closing parenthesis)."""
-    data = _read(stat)
-    if data is None or b")" not in data:
-        return None
-    fields = data.rsplit(b")", 1)[1].split()
-    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
