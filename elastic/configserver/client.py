@@ -39,6 +39,11 @@ _PERMISSION_DENIED = 7
 _INVALID_ARGUMENT = 3
 # Unavailable answers after which a write was certainly not proposed.
 _NOT_PROPOSED = ("no leader", "too many requests", "not capable", "unhealthy cluster")
+# Other codes after which a write was certainly not applied: etcd refuses these before it
+# proposes, or its apply rejects them whole (a bad argument, a missing lease, a NOSPACE alarm,
+# a compacted revision). Any other code (Canceled when a member shuts down mid-request,
+# DeadlineExceeded, Unknown, Internal) can come after the proposal was committed.
+_NOT_APPLIED = frozenset({3, 5, 6, 7, 8, 9, 11, 12, 16})
 _AUTH_EXPIRED = ("invalid auth token", "auth: revision in header is old", "user name is empty")
 
 
@@ -457,6 +462,13 @@ class EtcdClient:
                 raise _Retry(f"{ep.label}: {message}")
             raise Indeterminate(
                 f"{path} on {ep.label}: {message}; the write may or may not have been applied",
+                code=code,
+                endpoint=ep.label,
+            )
+        if write and code not in _NOT_APPLIED:
+            raise Indeterminate(
+                f"{path} on {ep.label}: {message} (code {code}); the write may or may not have "
+                "been applied",
                 code=code,
                 endpoint=ep.label,
             )

@@ -20,7 +20,12 @@ from elastic.configserver.client import (
     op_put,
     prefix_end,
 )
-from elastic.configserver.errors import PermissionDenied, Unavailable
+from elastic.configserver.errors import (
+    ConfigServerError,
+    Indeterminate,
+    PermissionDenied,
+    Unavailable,
+)
 from elastic.errors import NotFoundError
 
 
@@ -174,3 +179,38 @@ def test_expired_token_is_renewed(pki: Path, tmp_path: Path) -> None:
             assert kv is not None and kv.text == "1"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "write_outcome"),
+    [
+        (1, "etcdserver: request cancelled", Indeterminate),
+        (4, "context deadline exceeded", Indeterminate),
+        (2, "unknown", Indeterminate),
+        (5, "etcdserver: requested lease not found", ConfigServerError),
+        (3, "etcdserver: too many operations in txn request", ConfigServerError),
+    ],
+)
+def test_a_write_refused_after_its_proposal_may_have_landed(
+    etcd: EtcdServer,
+    monkeypatch: pytest.MonkeyPatch,
+    code: int,
+    message: str,
+    write_outcome: type[ConfigServerError],
+) -> None:
+    """A member shutting down cancels a request it has already proposed: the write may commit
+    through the other members, so only codes that etcd gives before proposing are definite."""
+    with etcd.client() as c:
+        c.get("/warm-up")  # log in first: the answer below is for the request itself
+
+        def answer(*_: object) -> tuple[int, dict[str, object]]:
+            return 500, {"code": code, "message": message}
+
+        monkeypatch.setattr(c, "_send", answer)
+        with pytest.raises(ConfigServerError) as write:
+            c.put("/k", "v")
+        assert type(write.value) is write_outcome
+        assert write.value.code == code
+        with pytest.raises(ConfigServerError) as read:
+            c.get("/k")
+        assert type(read.value) is ConfigServerError  # a read is never indeterminate
