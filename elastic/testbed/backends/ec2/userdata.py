@@ -1,0 +1,150 @@
+"""The user data that makes a fresh instance a node of a Slurm cluster: a shell script, which
+cloud-init runs once at first boot.
+
+It sets the hostname to the node's name, fetches the cluster's munge key and ``slurm.conf`` and
+starts munge and slurmd. The key is fetched, never written into the script: user data is not a
+secret store. Anyone allowed ``ec2:DescribeInstanceAttribute`` on the account reads it, every
+process on the instance can read it from the metadata service, cloud-init keeps a copy on disk,
+and an Auto Scaling group's launch template keeps it for as long as it lives. So the parameters
+are *where* the node gets each file: an ``s3://`` object read with the instance's own role
+(the usual way: nothing to leak), an ``https://`` URL, or an absolute path on the image (or on
+a volume the image mounts). A URL with credentials or a query string (a presigned URL is a
+bearer secret that would sit in the user data for anyone to replay) is refused, naming the
+parameter.
+"""
+
+from __future__ import annotations
+
+import shlex
+import string
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from elastic.errors import InputError
+
+# EC2 refuses user data over 16 KiB (before base64).
+MAX_BYTES = 16 * 1024
+
+
+class _Template(string.Template):
+    delimiter = "@@"  # the shell's own `$` stays the shell's
+
+
+SCRIPT = _Template(
+    r"""#!/bin/bash
+# ptc: make this instance a node of Slurm cluster @@cluster_text, site @@site_text.
+# This script holds no secret: it says where the munge key is, and the node fetches it.
+set -euo pipefail
+umask 077
+
+cluster=@@cluster
+site=@@site
+node=@@node
+munge_key=@@munge_key
+slurm_conf=@@slurm_conf
+dynamic=@@dynamic
+
+imds() {  # instance metadata, IMDSv2 (a session token first)
+  local token
+  token=$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' \
+    http://169.254.169.254/latest/api/token)
+  curl -fsS -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
+}
+
+fetch() {  # fetch SOURCE DEST MODE OWNER: in place at once, never half-written or world-readable
+  local source=$1 dest=$2 tmp
+  tmp=$(mktemp "$dest.XXXXXX")
+  case "$source" in
+    s3://*) aws s3 cp --only-show-errors "$source" "$tmp" ;;
+    https://*) curl -fsS --retry 5 --retry-connrefused -o "$tmp" "$source" ;;
+    /*) cp "$source" "$tmp" ;;
+    *) echo "ptc: cannot fetch $source" >&2; rm -f "$tmp"; exit 1 ;;
+  esac
+  chmod "$3" "$tmp"
+  chown "$4" "$tmp"
+  mv -f "$tmp" "$dest"
+}
+
+# An Auto Scaling group's instances share one user data: each names itself from its id.
+if [ -z "$node" ]; then
+  node="$cluster-$(imds instance-id)"
+fi
+hostnamectl set-hostname "$node"
+# cloud-init would set the image's hostname again at the next boot.
+echo 'preserve_hostname: true' > /etc/cloud/cloud.cfg.d/99-ptc-hostname.cfg
+
+install -d -m 0700 -o munge -g munge /etc/munge
+fetch "$munge_key" /etc/munge/munge.key 0400 munge:munge
+install -d -m 0755 /etc/slurm
+fetch "$slurm_conf" /etc/slurm/slurm.conf 0644 root:root
+
+if [ "$dynamic" = yes ]; then
+  # A dynamic node registers itself with slurmctld; the site is a feature jobs can ask for.
+  echo "SLURMD_OPTIONS=\"-Z --conf 'Feature=$site'\"" > /etc/default/slurmd
+fi
+systemctl restart munge
+systemctl enable slurmd
+systemctl restart slurmd
+"""
+)
+
+
+@dataclass(frozen=True)
+class JoinSpec:
+    """Where a new node finds what it needs to join the cluster: each an ``s3://bucket/key``
+    (read with the instance's role), an ``https://`` URL, or an absolute path on the image.
+    ``dynamic``: the node registers itself with slurmctld (``slurmd -Z``), with its site as a
+    feature, instead of being listed in ``slurm.conf``."""
+
+    munge_key: str
+    slurm_conf: str
+    dynamic: bool = True
+
+    def __post_init__(self) -> None:
+        _check_source(self.munge_key, "munge_key")
+        _check_source(self.slurm_conf, "slurm_conf")
+
+    def render(self, cluster: str, site: str, node: str | None = None) -> str:
+        """The script for a node of ``cluster`` at ``site`` called ``node`` (``None``: the
+        instance names itself from its instance id, as a group's instances do)."""
+        script = SCRIPT.substitute(
+            cluster_text=_comment(cluster),
+            site_text=_comment(site),
+            cluster=shlex.quote(cluster),
+            site=shlex.quote(site),
+            node=shlex.quote(node or ""),
+            munge_key=shlex.quote(self.munge_key),
+            slurm_conf=shlex.quote(self.slurm_conf),
+            dynamic="yes" if self.dynamic else "no",
+        )
+        if len(script.encode()) > MAX_BYTES:
+            raise InputError(f"user data: {len(script.encode())} bytes, EC2 takes {MAX_BYTES}")
+        return script
+
+
+def _check_source(source: str, parameter: str) -> None:
+    forms = "an s3:// object, an https:// URL or an absolute path on the image"
+    if not isinstance(source, str) or not source:
+        raise InputError(f"{parameter}: empty; give {forms}")
+    if source.startswith("/"):
+        if "\n" in source or "\0" in source:
+            raise InputError(f"{parameter}: the path holds a newline or NUL")
+        return
+    parts = urlsplit(source)
+    if parts.scheme not in ("s3", "https") or not parts.hostname or not parts.path.strip("/"):
+        raise InputError(
+            f"{parameter}: not {forms} (the value is not repeated here: one that is none of "
+            "these may be the secret itself, which must not go into user data)"
+        )
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise InputError(
+            f"{parameter}: the URL carries credentials or a query (a presigned URL is a bearer "
+            "secret, readable by anyone who can read the user data); use s3:// with the "
+            "instance's role, or a URL that needs no secret"
+        )
+
+
+def _comment(text: str) -> str:
+    """``text`` safe on one comment line, and never a long secret pasted by mistake."""
+    flat = "".join(c if c.isprintable() else "?" for c in text)
+    return flat if len(flat) <= 40 else flat[:37] + "..."
