@@ -17,6 +17,12 @@ def _fields(pid: int, proc: Path) -> list[str] | None:
     return stat.rsplit(")", 1)[1].split()
 
 
+def running(pid: int, proc: Path = Path("/proc")) -> bool:
+    """The process exists and is not a zombie (exited, not yet reaped) or dead."""
+    fields = _fields(pid, proc)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
 def start_time(pid: int, proc: Path = Path("/proc")) -> int | None:
     """The process's start time in clock ticks since boot; None when it is gone."""
     fields = _fields(pid, proc)

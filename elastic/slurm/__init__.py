@@ -6,5 +6,8 @@ power-save hooks, reports preemption vectors, and gives nodes back under gracefu
 - ``client.SlurmElasticClient``: ResumeProgram/SuspendProgram/ResumeFailProgram logic, the PV
   report, NotifyDeletePending (drain, release when idle, requeue at the deadline); the
   testbed's power and playbook steps behind ``client.Provisioner``.
+- ``sites``, ``rebalance``: a pool across sites with prices and desired counts, and one round
+  of the thesis's Ch. 2 downscaling (OI, FO, AP-X) done through Slurm
+  (``python -m elastic.slurm rebalance --sites FILE --policy AP-100``).
 - ``service``: configuration, the client's HTTP endpoint and loop, ``python -m elastic.slurm``.
 """

@@ -119,6 +119,10 @@ class Slurm:
         """Clear DRAIN, leave the base state (powered down) as it is (Slurm >= 20.11)."""
         self.update_nodes(nodes, "UNDRAIN")
 
+    def show_nodes(self, nodes: Sequence[str]) -> str:
+        """``scontrol show node -o``: one line of ``Key=Value`` fields a node."""
+        return self.run(["scontrol", "show", "node", "-o", ",".join(nodes)])
+
     def requeue(self, job_id: str) -> None:
         self.run(["scontrol", "requeue", job_id])
 

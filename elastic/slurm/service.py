@@ -59,7 +59,7 @@ from elastic.errors import InputError, PtcError
 from elastic.events import to_logger
 from elastic.manager.client import ManagerClient, read_token
 from elastic.manager.service import check_listen, parse_tls, require_tls
-from elastic.policies import POLICY_NAMES, PriorityRule, make_policy
+from elastic.policies import POLICY_NAMES, PriorityRule, make_downscaling_policy, make_policy
 from elastic.service import lifespan_running
 from elastic.slurm.client import (
     ClientConfig,
@@ -69,6 +69,8 @@ from elastic.slurm.client import (
     SlurmElasticClient,
 )
 from elastic.slurm.commands import Slurm, subprocess_runner
+from elastic.slurm.rebalance import run_round
+from elastic.slurm.sites import load_sites
 
 log = logging.getLogger("ptc.elastic.slurm")
 NOTIFY_PATH = "/v1/notify-delete-pending"
@@ -277,12 +279,48 @@ def _record_timings(settings: SlurmClientSettings, hostlist: str, result: HookRe
         log.warning("timings: %s: %s", settings.timings_file, err)
 
 
+def _rebalance(sites_file: Path | None, policy_name: str, log_file: Path | None) -> int:
+    """One round; its report as one JSON line on stdout (and appended to ``log_file``)."""
+    try:
+        if sites_file is None:
+            raise InputError("rebalance: --sites FILE is missing")
+        policy = make_downscaling_policy(policy_name)
+        slurm = Slurm(subprocess_runner())
+        sites = load_sites(sites_file, slurm.expand)
+        report = run_round(slurm, sites, policy, time.time(), to_logger(log))
+    except PtcError as err:
+        print(f"rebalance: {err}", file=sys.stderr)
+        return err.exit_code
+    line = json.dumps(report.to_json(), sort_keys=True)
+    if log_file is not None:
+        with log_file.open("a", encoding="utf-8") as fh:  # one whole line per round
+            fh.write(line + "\n")
+    print(line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elastic.slurm")
     parser.add_argument("--config", type=Path, default=Path("/etc/ptc-elastic/slurm-client.yml"))
-    parser.add_argument("action", choices=["serve", "resume", "suspend", "resume-fail"])
+    parser.add_argument(
+        "action", choices=["serve", "resume", "suspend", "resume-fail", "rebalance"]
+    )
     parser.add_argument("hostlist", nargs="?", default="")
+    parser.add_argument("--sites", type=Path, help="rebalance: the sites file")
+    parser.add_argument("--policy", default="FO", help="rebalance: OI, FO or AP-X")
+    parser.add_argument("--log", type=Path, help="rebalance: append each round's report here")
+    parser.add_argument(
+        "--every", type=float, default=0.0, help="rebalance: a round every SECONDS (0: once)"
+    )
     args = parser.parse_args(argv)
+    if args.action == "rebalance":
+        if args.every < 0:
+            parser.error(f"--every: {args.every} is negative")
+        while True:
+            status = _rebalance(args.sites, args.policy, args.log)
+            if not args.every or status == InputError.exit_code:
+                return status
+            time.sleep(args.every)
     settings = SlurmClientSettings.load(args.config)
     _setup_logging(settings, to_file=args.action != "serve")
     try:

@@ -676,6 +676,132 @@ def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them
     )
 
 
+# -- a pool across two sites: the thesis's Ch. 2 downscaling, live on Slurm ----------------
+CHEAP, DEAR = ["node-0", "node-1"], ["node-2", "node-3"]
+SITES_FILE = "/etc/ptc-elastic/test-sites.yml"
+REBALANCE_LOG = "/var/log/ptc-elastic/rebalance.jsonl"
+
+
+def rebalance(expdir: Path, policy: str) -> dict[str, Any]:
+    """One round on the head, as an operator or a timer runs it; its JSON report."""
+    out = ssh(
+        expdir,
+        "head",
+        "cd / && PYTHONPATH=/local/repository /opt/ptc-elastic/venv/bin/python -m elastic.slurm "
+        f"rebalance --sites {SITES_FILE} --policy {policy} --log {REBALANCE_LOG}",
+    )
+    report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return report
+
+
+@pytest.fixture
+def two_sites(leaves_pool_idle: Path) -> Iterator[Path]:
+    """The pool as two sites: node-0/1 cheap (wanted: both), node-2/3 twice the price (wanted:
+    none). Afterwards the nodes the rounds drained are given back."""
+    expdir = leaves_pool_idle
+    sites = (
+        "sites:\n"
+        "  - {name: cheap, price: 1, desired: 2, nodes: 'node-[0-1]'}\n"
+        "  - {name: dear, price: 2, desired: 0, nodes: 'node-[2-3]'}\n"
+    )
+    ssh(expdir, "head", f"printf %s {shlex.quote(sites)} > {SITES_FILE}")
+    try:
+        yield expdir
+    finally:
+        ssh(expdir, "head", "scancel -u ptc", check=False)
+        ssh(expdir, "head", "scontrol update NodeName=node-[0-3] State=UNDRAIN", check=False)
+
+
+def fill_both_sites(expdir: Path, name: str) -> list[str]:
+    """One whole-node job on each of the four nodes, each waiting for its mark (run again after a
+    requeue, a job goes straight on)."""
+    jobs = [
+        sbatch(expdir, "-N1 --exclusive -t 10", until_mark(f"{name}-{i}", "sleep 2"))
+        for i in range(4)
+    ]
+    wait_for(
+        "a job running on every node",
+        lambda: all(job(expdir, j).get("JobState") == "RUNNING" for j in jobs),
+        300,
+    )
+    return jobs
+
+
+def node_of(expdir: Path, job_id: str) -> str:
+    return job(expdir, job_id)["NodeList"]
+
+
+def test_ap_100_moves_the_pool_off_the_dear_site_in_one_round_and_every_job_completes(
+    two_sites: Path,
+) -> None:
+    """An imbalanced start (jobs on both sites, none wanted on the dear one). One AP-100 round
+    requeues the dear site's jobs and powers its nodes down; the requeued jobs then finish on
+    the cheap site. Each reclamation is logged with its excess cost and discarded work."""
+    expdir = two_sites
+    jobs = fill_both_sites(expdir, "ap")
+    on_dear = {j for j in jobs if node_of(expdir, j) in DEAR}
+    assert len(on_dear) == 2, {j: node_of(expdir, j) for j in jobs}
+    report = rebalance(expdir, "AP-100")
+    assert report["live_before"] == {"cheap": 2, "dear": 2}, report
+    assert sorted(r["node"] for r in report["terminated"]) == DEAR, report
+    assert set(report["requeued"]) == on_dear, report
+    for reclaimed in report["terminated"]:
+        assert reclaimed["excess_cost"] == 2.0, reclaimed  # price 2, under an hour up
+        assert reclaimed["discarded_s"] >= 0, reclaimed
+    # After one round the dear site runs nothing, and Slurm does not start it again
+    wait_for(
+        "the dear site powered down",
+        lambda: all(slurm_nodes(expdir)[n][0] in ("drained~", "drained%") for n in DEAR),
+        180,
+        5,
+    )
+    for i in range(4):
+        mark(expdir, f"ap-{i}")
+    for j in jobs:
+        done = wait_for(
+            f"job {j} to complete",
+            lambda j=j: (acct := sacct(expdir, j)).get("state") == "COMPLETED" and acct,
+            300,
+            5,
+        )
+        assert set(expand(expdir, done["nodes"])) <= set(CHEAP) or j not in on_dear, done
+    assert all(slurm_nodes(expdir)[n][0].startswith("drained") for n in DEAR)
+    logged = ssh(expdir, "head", f"tail -n 1 {REBALANCE_LOG}").stdout
+    assert json.loads(logged)["terminated"] == report["terminated"]
+
+
+def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
+    two_sites: Path,
+) -> None:
+    """FO on the same start: the dear site's nodes are drained and their jobs finish where they
+    are (no requeue); the next round powers the idle, drained nodes down."""
+    expdir = two_sites
+    jobs = fill_both_sites(expdir, "fo")
+    first = rebalance(expdir, "FO")
+    assert first["terminated"] == [] and first["requeued"] == [], first
+    assert sorted(first["drained"]) == DEAR, first
+    states = slurm_nodes(expdir)
+    assert all(states[n][0] == "draining" for n in DEAR), states
+    for i in range(4):
+        mark(expdir, f"fo-{i}")
+    for j in jobs:
+        wait_for(
+            f"job {j} to complete",
+            lambda j=j: sacct(expdir, j).get("state") == "COMPLETED",
+            300,
+            5,
+        )
+        assert job(expdir, j).get("Restarts") == "0", job(expdir, j)
+    second = rebalance(expdir, "FO")
+    assert second["requeued"] == [] and second["discarded_s"] == 0, second
+    wait_for(
+        "the dear site powered down",
+        lambda: all(slurm_nodes(expdir)[n][0] in ("drained~", "drained%") for n in DEAR),
+        180,
+        5,
+    )
+
+
 # -- the Part-Time Cloud: a pool node lent to a second experiment, and given back -------------
 def node_names(expdir: Path) -> list[str]:
     from elastic.testbed import rspec

@@ -49,6 +49,7 @@ class FakeSlurm:
     cancelled: list[str] = field(default_factory=list)
     register_after: int = 0  # sinfo polls before a resumed node shows registered
     known: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")  # Slurm's nodes
+    slurmd_started: dict[str, str] = field(default_factory=dict)  # node -> ISO time
 
     def line(self, job: Job) -> str:
         nodes = ",".join(job.nodes)
@@ -72,6 +73,13 @@ class FakeSlurm:
                 part = argv[argv.index("--partition") + 1]
                 jobs = [j for j in jobs if j.partition == part]
             return "".join(self.line(j) + "\n" for j in jobs)
+        if argv[:4] == ["scontrol", "show", "node", "-o"]:
+            return "".join(
+                f"NodeName={n} Arch=x86_64 SlurmdStartTime={self.slurmd_started.get(n, 'None')} "
+                f"State={self.states.get(n, 'idle~').upper()} Reason=x y\n"
+                for n in expand(argv[4])
+                if n in self.known
+            )
         if argv[:2] == ["scontrol", "update"]:
             nodes = expand(argv[2].removeprefix("NodeName="))
             state = argv[3].removeprefix("State=").lower()

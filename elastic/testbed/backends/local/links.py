@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from elastic import atomic
+from elastic import atomic, processes
 from elastic.errors import InputError, TestbedError
 from elastic.testbed.backends.local import network
 from elastic.testbed.topology import LinkProperty, Topology
@@ -425,8 +425,4 @@ def _terminate(pid: int) -> None:
 def _running(pid: int) -> bool:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reap it if it is a child of this process
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    return processes.running(pid)
