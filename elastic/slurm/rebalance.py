@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,6 +49,8 @@ from elastic.slurm.sites import SiteNodes
 REASON = "ptc-rebalance"
 # Requested time given to a job with no limit: its progress is as good as 0.
 _NO_LIMIT_S = 365 * 86400.0
+# How long a round waits for Slurm to start powering a terminated node down.
+POWER_DOWN_WAIT_S = 30.0
 _SLURMD_START = re.compile(r"\bNodeName=(\S+).*?\bSlurmdStartTime=(\S+)")
 
 
@@ -144,6 +147,32 @@ def slurmd_start_times(text: str) -> dict[str, float]:
     return found
 
 
+def keep_drained(
+    slurm: Slurm,
+    nodes: Mapping[str, str],
+    sleep: Callable[[float], None],
+    timeout_s: float = POWER_DOWN_WAIT_S,
+) -> list[str]:
+    """Drain ``{node: site}`` again once Slurm has begun powering them down.
+
+    A forced power down clears the node's DRAIN flag as it starts, and a powered-down node that
+    is not drained is one Slurm resumes for the next waiting job: the requeued one, on the site
+    it was taken off. A drain set once the node shows powering down (``%``) or down (``~``)
+    lasts. Returns the nodes that never showed it within ``timeout_s`` (drained all the same).
+    """
+    waited = 0.0
+    pending = sorted(nodes)
+    while pending and waited < timeout_s:
+        states = slurm.node_states(pending)
+        pending = [n for n in pending if not states.get(n, "").endswith(("%", "~"))]
+        if pending:
+            sleep(0.5)
+            waited += 0.5
+    for node, site in sorted(nodes.items()):
+        slurm.drain([node], f"{REASON}: site {site} above its desired count")
+    return pending
+
+
 def build_pool(sites: Sequence[SiteNodes], views: Iterable[NodeView]) -> Pool:
     workers = []
     for view in views:
@@ -173,6 +202,7 @@ def run_round(
     policy: DownscalingPolicy,
     now: float,
     on_event: OnEvent | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> RoundReport:
     report = Reporter("rebalance", on_event)
     views = observe(slurm, sites, now)
@@ -201,6 +231,10 @@ def run_round(
         report.progress(
             done, len(decision.terminate), f"terminated {name} ({view.site}), job {job_id}"
         )
+    if reclaimed:
+        late = keep_drained(slurm, {r.node: r.site for r in reclaimed}, sleep)
+        if late:
+            report.warning(f"{', '.join(late)}: not powering down yet; drained again all the same")
 
     drained = [n for n in decision.drain if not by_name[n].drained]
     if drained:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from fake_slurm import FakeSlurm, Job, expand
 from elastic.errors import InputError
 from elastic.policies import make_downscaling_policy
 from elastic.slurm.commands import Slurm
-from elastic.slurm.rebalance import REASON, run_round, slurmd_start_times
+from elastic.slurm.rebalance import REASON, keep_drained, run_round, slurmd_start_times
 from elastic.slurm.sites import load_sites, parse_sites
 
 NOW = datetime(2026, 11, 27, 12, 0, 0).timestamp()
@@ -167,3 +168,31 @@ def test_a_node_slurm_does_not_know_is_named() -> None:
     )
     with pytest.raises(InputError, match="node-4 are not Slurm nodes"):
         run_round(Slurm(fake), sites, make_downscaling_policy("FO"), NOW)
+
+
+def test_a_terminated_node_is_drained_again_once_it_powers_down() -> None:
+    """A forced power down clears DRAIN as it starts: the drain is set again after that."""
+    answers = iter(["node-2|mixed\n", "node-2|idle\n", "node-2|idle%\n"])
+    calls: list[list[str]] = []
+
+    def run(argv: Sequence[str]) -> str:
+        calls.append(list(argv))
+        return next(answers) if argv[0] == "sinfo" else ""
+
+    naps: list[float] = []
+    late = keep_drained(Slurm(run), {"node-2": "dear"}, naps.append)
+    assert late == [] and len(naps) == 2
+    assert calls[-1][:4] == ["scontrol", "update", "NodeName=node-2", "State=DRAIN"]
+    assert calls[-1][4].startswith(f"Reason={REASON}")
+
+
+def test_a_node_that_never_powers_down_is_named_and_drained_all_the_same() -> None:
+    calls: list[list[str]] = []
+
+    def run(argv: Sequence[str]) -> str:
+        calls.append(list(argv))
+        return "node-2|mixed\n" if argv[0] == "sinfo" else ""
+
+    late = keep_drained(Slurm(run), {"node-2": "dear"}, lambda _: None, timeout_s=2)
+    assert late == ["node-2"]
+    assert calls[-1][3] == "State=DRAIN"
