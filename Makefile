@@ -45,9 +45,10 @@ image: venv
 demo: setup
 	$(PTC) demo --name $(DEMO_NAME) --nodes $(DEMO_NODES)
 
-# Integration modules run two at a time (pytest-xdist, one worker per module or shared-cluster
-# group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs.
-TEST_WORKERS ?= 2
+# Integration modules run three at a time (pytest-xdist, one worker per module or shared-cluster
+# group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs,
+# and the elastic module alone keeps one worker busy for most of the run.
+TEST_WORKERS ?= 3
 INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
 
 test: setup lint
