@@ -18,7 +18,6 @@ It asserts nothing.
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import time
 from collections.abc import Sequence
@@ -38,6 +37,7 @@ from elastic.sim.downscaling import (
     simulate_downscaling,
 )
 from elastic.sim.downscaling_metrics import DownscalingRun
+from elastic.sim.plots import save
 from elastic.sim.traces import load_condor_submit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -197,15 +197,6 @@ def plot_metrics(table: pd.DataFrame, path: Path) -> None:
         ax.grid(alpha=0.3, axis="y")
     axes[0].legend(fontsize=8)
     save(fig, path)
-
-
-def save(fig: object, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")  # type: ignore[attr-defined]
-    plt.close(fig)  # type: ignore[arg-type]
-    atomic.write_bytes(path, buffer.getvalue())
 
 
 def main() -> int:

@@ -24,7 +24,6 @@ Writes ``runs.parquet`` (one row per study, variant and seed) and ``mycluster.pn
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -38,6 +37,7 @@ from elastic import atomic
 from elastic.policies.growth import DEFAULT_WINDOW
 from elastic.sim.mycluster import MyClusterConfig
 from elastic.sim.mycluster_runs import describe_gain, paired_gain, run_seeds
+from elastic.sim.plots import save
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "mycluster"
@@ -107,10 +107,7 @@ def plot(head: pd.DataFrame, sweep: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel("mean gain over no migration (%)")
     ax.set_title(f"window sweep (default k={DEFAULT_WINDOW})")
     ax.grid(alpha=0.3)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    atomic.write_bytes(path, buffer.getvalue())
+    save(fig, path)
 
 
 def main() -> None:
