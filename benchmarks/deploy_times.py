@@ -1,13 +1,14 @@
 """Wall time of `ptc deploy` on the local testbed: first run, no-op rerun, and adding a node.
 
-    python benchmarks/deploy_times.py [--sizes 2 8 16] [--variants plain mitogen]
+    python benchmarks/deploy_times.py [--sizes 2 8 16] [--variants plain mitogen prepared]
         [--plain-sizes 2 8] [--add-node-size 0] [--prefix bench] [--out benchmarks/results/deploy]
 
 For each size N and each variant it brings up 1 head + N compute nodes (fresh containers from
 the warm node image), runs site.yml twice (a fresh cluster, then a run that must change
 nothing) and takes the experiment down. A variant is a set of speed-ups: ``plain`` is Ansible's
-own linear strategy, ``mitogen`` the same playbook through mitogen's strategy (`ptc deploy`'s
-default). Variants alternate within a size, so both see the same machine. For --add-node-size it
+own linear strategy on the bare image (a fresh Debian: every role installs its packages),
+``mitogen`` the same through mitogen's strategy (`ptc deploy`'s default), ``prepared`` mitogen
+on the prepared image (the roles' packages installed; `ptc up`'s default locally). Variants alternate within a size, so both see the same machine. For --add-node-size it
 then grows the last experiment by one node with `ptc modify` and times `ptc deploy --limit
 node-N,head`, as when a node joins a running cluster.
 
@@ -44,7 +45,8 @@ from elastic.testbed import experiment as experiments  # noqa: E402
 from elastic.testbed import lifecycle  # noqa: E402
 
 PROFILE = REPO / "profiles" / "slurm_cluster.py"
-VARIANTS = {"plain": False, "mitogen": True}  # name: mitogen strategy on
+# name: (mitogen strategy on, the nodes' disk image)
+VARIANTS = {"plain": (False, "bare"), "mitogen": (True, "bare"), "prepared": (True, "prepared")}
 # Events that open a stretch of the run: a task's wall time runs to the next one.
 _MARKS = (
     "playbook_on_play_start",
@@ -131,8 +133,8 @@ def measure(
     size: int, variant: str, add_node: bool, prefix: str, rows: list[Row], console: Console
 ) -> None:
     name = f"{prefix}-{size}-{variant}"
-    mitogen = VARIANTS[variant]
-    exp = lifecycle.up(PROFILE, {"computeNodeCount": str(size)}, name, "local", None)
+    mitogen, image = VARIANTS[variant]
+    exp = lifecycle.up(PROFILE, {"computeNodeCount": str(size)}, name, "local", None, image=image)
     try:
         for run in ("first", "no-op"):
             timed_deploy(exp, Row(size, variant, run, 0, 0, 0, 0, os.getloadavg()), rows, console,
@@ -214,7 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[2, 8, 16])
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS),
-                        default=["plain", "mitogen"])  # fmt: skip
+                        default=list(VARIANTS))  # fmt: skip
     parser.add_argument(
         "--plain-sizes",
         type=int,

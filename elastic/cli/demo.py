@@ -57,7 +57,7 @@ def demo(
             exp = lifecycle.up(
                 profile, {"computeNodeCount": str(nodes)}, name, "local", None, on_event
             )
-        stage("nodes", started, f"1+{nodes} containers")
+        stage("nodes", started, f"1+{nodes} containers, {exp.image} image")
 
     target = Target.of_experiment(exp)
     started = time.monotonic()

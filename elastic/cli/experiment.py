@@ -47,6 +47,14 @@ def up(
         str | None,
         typer.Option(help="CloudLab site: utah, wisconsin, clemson, apt (implies cloudlab)"),
     ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            help="local testbed only: the nodes' disk image, 'prepared' (the roles' packages "
+            "installed, the default) or 'bare' (a fresh Debian, as a testbed's stock image)",
+        ),
+    ] = None,
 ) -> None:
     """Instantiate PROFILE as a named experiment and write its manifest and inventory.
 
@@ -58,7 +66,7 @@ def up(
     started = time.monotonic()
     with render.progress(err_console) as on_event:
         params = parse_params(param, params_file)
-        exp = lifecycle.up(profile, params, name, chosen, site, on_event)
+        exp = lifecycle.up(profile, params, name, chosen, site, on_event, image=image)
     err_console.print(
         f"[green]experiment {exp.name} is ready[/] in {time.monotonic() - started:.1f}s: "
         f"inventory {exp.inventory_dir / 'hosts.yml'}"

@@ -56,6 +56,9 @@ class Experiment:
     # Released nodes an elastic partition parked (its suspend gave their machines back): still
     # the experiment's nodes, brought back by a resume or by anything that needs every node.
     parked: list[str] = field(default_factory=list)
+    # The disk image its nodes boot from, on a testbed that offers a choice (the local one:
+    # "prepared" or "bare"); None elsewhere, and in records made before there was a choice.
+    image: str | None = None
 
     @property
     def dir(self) -> Path:

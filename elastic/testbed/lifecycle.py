@@ -37,7 +37,9 @@ def up(
     testbed: str = "local",
     site: str | None = None,
     on_event: OnEvent | None = None,
+    image: str | None = None,
 ) -> Experiment:
+    """``image``: the disk image kind on a testbed that offers several (``disk_images``)."""
     report = Reporter("up", on_event)
     experiments.validate_name(name)
     if experiments.exists(name):
@@ -50,6 +52,12 @@ def up(
         raise NotFoundError(f"profile {str(profile)!r} does not exist")
 
     backend = backends.get(testbed, site, on_event)
+    offered: tuple[str, ...] = getattr(backend, "disk_images", ())
+    if image is not None and image not in offered:
+        raise InputError(
+            f"--image {image}: the {testbed} testbed offers "
+            + (" or ".join(offered) if offered else "no choice (the profile's disk image decides)")
+        )
     backend.preflight()  # credentials and tools, before anything exists that needs undoing
     backend.claim_name(name)
     report.status(f"render {profile} {' '.join(f'{k}={v}' for k, v in params.items())}")
@@ -64,6 +72,7 @@ def up(
             profile=str(profile.resolve()),
             params=dict(params),
             site=site,
+            image=image or (offered[0] if offered else None),
         )
         exp.dir.mkdir(parents=True, exist_ok=False)
         exp.save()

@@ -138,8 +138,10 @@ def experiment_factory(ptc: Runner) -> Iterator[Callable[..., Path]]:
     """Create experiments with `ptc up`; each module's go down with it, the rest at the end."""
     created = _created
 
-    def make(name: str, profile: str, *params: str) -> Path:
+    def make(name: str, profile: str, *params: str, image: str | None = None) -> Path:
         args = ["up", profile, "--local", "--name", name]
+        if image:
+            args += ["--image", image]
         for p in params:
             args += ["--param", p]
         created.append(name)

@@ -63,7 +63,9 @@ def timed(ptc: Runner, *args: str) -> tuple[subprocess.CompletedProcess[str], fl
 
 @pytest.fixture(scope="module")
 def cluster(experiment_factory: Callable[..., Path]) -> Path:
-    return experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=2")
+    # The bare image: every role installs its packages here, as on a testbed's stock image
+    # (the other modules' nodes boot the prepared image, which carries them).
+    return experiment_factory(NAME, "profiles/slurm_cluster.py", "computeNodeCount=2", image="bare")
 
 
 @pytest.fixture(scope="module")

@@ -103,6 +103,39 @@ def test_startup_script_ran_and_built_the_key_mesh(cluster: Path) -> None:
     assert out.stdout.strip() == "node-0"
 
 
+# Each would start at boot on a fresh install of its package; on the prepared image only the
+# roles that own them enable them, on the nodes they belong to.
+PACKAGED_SERVICES = (
+    "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "mariadb", "munge", "etcd",
+    "nfs-ganesha", "nfs-server", "rpcbind", "chrony",
+)  # fmt: skip
+
+
+def test_the_prepared_image_carries_the_packages_and_starts_none_of_them(cluster: Path) -> None:
+    """Nodes not yet deployed boot the default, prepared image: the roles' packages are there,
+    nothing they ship runs or is enabled, and no install-time secret came with the image."""
+    assert json.loads((cluster / "experiment.json").read_text())["image"] == "prepared"
+    for node in ("head", "node-0"):
+        installed = ssh(cluster, node, "dpkg-query -W -f '${Package}\\n' slurmd mariadb-server")
+        assert installed.stdout.split() == ["mariadb-server", "slurmd"], (node, installed.stdout)
+        units = " ".join(f"{u}.service" for u in PACKAGED_SERVICES)
+        enabled = ssh(cluster, node, f"systemctl is-enabled {units} || true").stdout.split()
+        assert enabled == ["disabled"] * len(PACKAGED_SERVICES), (node, enabled)
+        active = ssh(cluster, node, f"systemctl is-active {units} || true").stdout.split()
+        assert set(active) == {"inactive"}, (node, active)
+        secrets = "/etc/munge/munge.key /etc/ssl/private/ssl-cert-snakeoil.key"
+        left = ssh(cluster, node, f"ls {secrets} 2>/dev/null || true").stdout.strip()
+        assert left == "", (node, left)
+
+
+def test_an_unknown_image_is_refused_by_name(ptc) -> None:  # type: ignore[no-untyped-def]
+    proc = ptc("up", "profiles/tests/single_node.py", "--local", "--name", "no-such-image",
+               "--image", "golden")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--image golden" in proc.stderr and "prepared or bare" in proc.stderr, proc.stderr
+    assert not (Path(os.environ["PTC_HOME"]) / "experiments" / "no-such-image").exists()
+
+
 def test_up_of_an_existing_name_refuses(cluster: Path, ptc) -> None:  # type: ignore[no-untyped-def]
     proc = ptc("up", "profiles/slurm_cluster.py", "--local", "--name", TB)
     assert proc.returncode == 2

@@ -337,3 +337,44 @@ def test_cli_up_refuses_warnings_and_modify_only_with_the_flag(
     assert "lan.bandwidth: a LAN under 10 Mbit/s is very slow" in " ".join(result.stderr.split()), (
         result.stderr
     )
+
+
+class ImageBackend(FailingBackend):
+    """Offers two disk images and records the experiment's choice when asked to create it."""
+
+    disk_images = ("prepared", "bare")
+
+    def create(self, exp: Experiment, request: Topology) -> bytes:
+        self.chosen = exp.image
+        raise PtcError("stop here")
+
+
+@pytest.mark.parametrize(("asked", "chosen"), [(None, "prepared"), ("bare", "bare")])
+def test_the_disk_image_is_the_testbed_s_first_unless_asked(
+    monkeypatch: pytest.MonkeyPatch, asked: str | None, chosen: str
+) -> None:
+    backend = ImageBackend(delete_fails=False)
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
+    with pytest.raises(PtcError, match="stop here"):
+        lifecycle.up(PROFILE, {}, "imaged", image=asked)
+    assert backend.chosen == chosen
+
+
+@pytest.mark.parametrize(
+    ("backend", "expected"),
+    [
+        (
+            ImageBackend(delete_fails=False),
+            "--image golden: the local testbed offers prepared or bare",
+        ),
+        (FailingBackend(delete_fails=False), "--image golden: the local testbed offers no choice"),
+    ],
+)
+def test_an_image_the_testbed_does_not_offer_is_refused_before_anything_exists(
+    monkeypatch: pytest.MonkeyPatch, backend: FailingBackend, expected: str
+) -> None:
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
+    with pytest.raises(InputError) as info:
+        lifecycle.up(PROFILE, {}, "golden", image="golden")
+    assert str(info.value).startswith(expected)
+    assert not backend.deleted and not experiments.exists("golden")

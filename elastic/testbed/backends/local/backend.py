@@ -67,6 +67,7 @@ def container_name(experiment: str, node: str) -> str:
 class LocalBackend:
     name = "local"
     control_service = True  # nodes mount the host's control service (elastic.testbed.control)
+    disk_images = image.KINDS  # the first is the default
 
     def __init__(self, site: str | None = None, on_event: OnEvent | None = None) -> None:
         if site:
@@ -87,7 +88,7 @@ class LocalBackend:
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
         features.check(request, self.report)  # refuse what cannot be built, before building
-        ref = image.ensure(on_event=self.on_event)
+        ref = image.ensure(on_event=self.on_event, kind=exp.image or image.BARE)
         wires = network.plan(request)
         links.plan(request, wires)  # a shaping the testbed cannot do fails before anything exists
         try:
@@ -376,7 +377,7 @@ class LocalBackend:
         self, exp: Experiment, request: Topology, nodes: list[Node], wires: list[network.Wire]
     ) -> dict[str, Started]:
         """Start and wire the added nodes; on failure, remove whatever of them started."""
-        ref = image.ensure(on_event=self.on_event)
+        ref = image.ensure(on_event=self.on_event, kind=exp.image or image.BARE)
         names = {n.client_id for n in nodes}
         try:
             steps = Steps(self.report, "adding nodes", len(nodes))

@@ -31,8 +31,18 @@ PLATFORM_FACTS = {
 
 def role_packages(roles_dir: Path) -> tuple[str, ...]:
     """Every package some role's apt task installs, sorted and without duplicates."""
+    with_recommends, without = role_package_sets(roles_dir)
+    return tuple(sorted({*with_recommends, *without}))
+
+
+def role_package_sets(roles_dir: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The roles' packages as two sorted sets: those installed with their Recommends (apt's
+    default) and those a task installs with ``install_recommends: false``.
+
+    A package some task installs with Recommends is in the first set only."""
     context = _variables(roles_dir)
     found: set[str] = set()
+    plain: set[str] = set()
     for task_file in sorted(roles_dir.glob("*/tasks/*.yml")):
         for task in _tasks(yaml.safe_load(task_file.read_text()) or []):
             module = next((m for m in _APT_MODULES if m in task), None)
@@ -42,8 +52,12 @@ def role_packages(roles_dir: Path) -> tuple[str, ...]:
             if args.get("state", "present") == "absent":
                 continue
             where = f"{task_file.relative_to(roles_dir.parent)}: task {task.get('name', '?')!r}"
-            found.update(_names(args.get("name", args.get("pkg")), context, where))
-    return tuple(sorted(found))
+            names = _names(args.get("name", args.get("pkg")), context, where)
+            if args.get("install_recommends", True) in (False, "false", "no"):
+                plain.update(names)
+            else:
+                found.update(names)
+    return tuple(sorted(found)), tuple(sorted(plain - found))
 
 
 def _tasks(items: list[Any]) -> Iterator[dict[str, Any]]:
