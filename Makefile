@@ -54,10 +54,10 @@ INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --
 # The node images (several minutes on a fresh machine) build in the background while lint and
 # the unit tests run, which need no node; the integration tests wait for them. pytest exits 5
 # when it collects nothing; that is not a CI failure.
-IMAGE_LOG := $(PTC_HOME)/image-build.log
+IMAGE_LOG := $(VENV)/image-build.log
 
 test: apt venv
-	@mkdir -p $(PTC_HOME); \
+	@mkdir -p $(VENV); \
 	echo ">> building the node images in the background: $(IMAGE_LOG)"; \
 	$(PTC) image build > $(IMAGE_LOG) 2>&1 & images=$$!; \
 	trap 'kill $$images 2>/dev/null' EXIT; \
