@@ -57,8 +57,7 @@ INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --
 IMAGE_LOG := $(VENV)/image-build.log
 
 test: apt venv
-	@mkdir -p $(VENV); \
-	echo ">> building the node images in the background: $(IMAGE_LOG)"; \
+	@echo ">> building the node images in the background: $(IMAGE_LOG)"; \
 	$(PTC) image build > $(IMAGE_LOG) 2>&1 & images=$$!; \
 	trap 'kill $$images 2>/dev/null' EXIT; \
 	$(MAKE) --no-print-directory lint || exit $$?; \

@@ -8,9 +8,10 @@ the warm node image), runs site.yml twice (a fresh cluster, then a run that must
 nothing) and takes the experiment down. A variant is a set of speed-ups: ``plain`` is Ansible's
 own linear strategy on the bare image (a fresh Debian: every role installs its packages),
 ``mitogen`` the same through mitogen's strategy (`ptc deploy`'s default), ``prepared`` mitogen
-on the prepared image (the roles' packages installed; `ptc up`'s default locally). Variants alternate within a size, so both see the same machine. For --add-node-size it
-then grows the last experiment by one node with `ptc modify` and times `ptc deploy --limit
-node-N,head`, as when a node joins a running cluster.
+on the prepared image (the roles' packages installed; `ptc up`'s default locally). Variants
+alternate within a size, so all see the same machine. For --add-node-size it then grows the last
+experiment by one node with `ptc modify` and times `ptc deploy --limit node-N,head`, as when a
+node joins a running cluster.
 
 With --out it writes results.json, results.md (the table, the ratios plain/variant, the load
 average before and after each size, and the per-role split of every first deploy, read from the

@@ -35,8 +35,9 @@ def test_the_roles_own_split() -> None:
 
 
 def test_the_prepared_image_is_named_after_the_bare_one_and_its_own_recipe() -> None:
-    recipe = image.Recipe(mirror="http://m/debian", cached=("a", "b"), plain=("b",))
-    other = image.Recipe(mirror="http://m/debian", cached=("a", "b"), plain=())
+    recipe = image.Recipe(mirror="http://m/debian", recommended=("a",), plain=("b",))
+    other = image.Recipe(mirror="http://m/debian", recommended=("a", "b"), plain=())
+    assert recipe.cached == other.cached == ("a", "b")
     assert recipe.ref == other.ref, "the bare image does not depend on how packages install"
     assert recipe.prepared_ref.startswith(f"{recipe.ref}-prepared-")
     assert recipe.prepared_ref != other.prepared_ref

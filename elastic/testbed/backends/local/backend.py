@@ -88,7 +88,7 @@ class LocalBackend:
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
         features.check(request, self.report)  # refuse what cannot be built, before building
-        ref = image.ensure(on_event=self.on_event, kind=exp.image or image.BARE)
+        ref = self._image(exp)
         wires = network.plan(request)
         links.plan(request, wires)  # a shaping the testbed cannot do fails before anything exists
         try:
@@ -96,6 +96,10 @@ class LocalBackend:
         except BaseException:
             self.delete(exp)
             raise
+
+    def _image(self, exp: Experiment) -> str:
+        """The experiment's disk image, built if missing; records older than the choice: bare."""
+        return image.ensure(on_event=self.on_event, kind=exp.image or image.BARE)
 
     def claim_name(self, name: str) -> None:
         # Namespaces and container names are machine-wide while experiments live under one
@@ -377,7 +381,7 @@ class LocalBackend:
         self, exp: Experiment, request: Topology, nodes: list[Node], wires: list[network.Wire]
     ) -> dict[str, Started]:
         """Start and wire the added nodes; on failure, remove whatever of them started."""
-        ref = image.ensure(on_event=self.on_event, kind=exp.image or image.BARE)
+        ref = self._image(exp)
         names = {n.client_id for n in nodes}
         try:
             steps = Steps(self.report, "adding nodes", len(nodes))

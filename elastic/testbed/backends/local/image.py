@@ -94,10 +94,14 @@ rm -f /etc/munge/munge.key /etc/ssl/private/ssl-cert-snakeoil.key /etc/ssl/certs
 class Recipe:
     mirror: str
     base: tuple[str, ...] = BASE_PACKAGES
-    # Downloaded only: the roles install these, as they would on a fresh testbed node.
-    cached: tuple[str, ...] = ()
-    # Of ``cached``, those the roles install without their Recommends (the prepared image too).
+    # The roles' packages, as they install them: with their Recommends, and without.
+    recommended: tuple[str, ...] = ()
     plain: tuple[str, ...] = ()
+
+    @property
+    def cached(self) -> tuple[str, ...]:
+        """Downloaded only into the bare image: the roles install these on a fresh node."""
+        return tuple(sorted({*self.recommended, *self.plain}))
 
     def digest(self) -> str:
         h = hashlib.sha256()
@@ -130,10 +134,10 @@ def check_kind(kind: str) -> None:
 
 
 def default_recipe() -> Recipe:
-    with_recommends, plain = role_package_sets(paths.REPO_ROOT / "roles")
+    recommended, plain = role_package_sets(paths.REPO_ROOT / "roles")
     return Recipe(
         mirror=os.environ.get("PTC_DEBIAN_MIRROR", "http://deb.debian.org/debian"),
-        cached=tuple(sorted({*with_recommends, *plain})),
+        recommended=recommended,
         plain=plain,
     )
 
@@ -202,11 +206,10 @@ def build_prepared(recipe: Recipe, on_event: OnEvent | None = None) -> None:
     name = f"ptc-image-{recipe.digest()}-prepare"
     report.begin(f"building {ref}")
     podman.run("rm", "--force", name, check=False)  # left by an interrupted build
-    plain = set(recipe.plain)
     cmd = [
         "podman", "run", "--name", name, "--network", "none",
         "--env", f"PTC_PLAIN={' '.join(recipe.plain)}",
-        "--env", f"PTC_PACKAGES={' '.join(p for p in recipe.cached if p not in plain)}",
+        "--env", f"PTC_PACKAGES={' '.join(recipe.recommended)}",
         recipe.ref, "/bin/sh", "-c", _PREPARE_SCRIPT,
     ]  # fmt: skip
     try:
