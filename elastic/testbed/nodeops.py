@@ -128,12 +128,19 @@ def _operation(
 def _one_at_a_time(exp: Experiment, operation: str) -> Iterator[None]:
     """Hold the experiment's node-operation lock; then check again that it is ready (a
     reload, a modify or a `ptc down` may have run while this waited)."""
+    with _settled(exp):
+        if not experiments.exists(exp.name):
+            raise InputError(f"{operation}: experiment {exp.name!r} no longer exists")
+        _usable(experiments.load(exp.name), operation)
+        yield
+
+
+@contextlib.contextmanager
+def _settled(exp: Experiment) -> Iterator[None]:
+    """The experiment's node-operation lock: no other operation is half-way meanwhile."""
     with (exp.dir / "nodeops.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if not experiments.exists(exp.name):
-                raise InputError(f"{operation}: experiment {exp.name!r} no longer exists")
-            _usable(experiments.load(exp.name), operation)
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -168,7 +175,11 @@ def awake(exp: Experiment, what: str, on_event: OnEvent | None = None) -> Iterat
         yield []
         return
     with power_hold.hold(exp, what):
-        found = states(exp)
+        # A power off or release that checked for holds before this one was written may still
+        # be stopping a node: wait for the operation in flight, so the states read below are
+        # the ones the hold now protects (later operations see the hold and are refused).
+        with _settled(exp):
+            found = states(exp)
         stopped = sorted(n for n, state in found.items() if state == "stopped")
         parked = sorted(n for n, state in found.items() if state == "parked")
         if parked:

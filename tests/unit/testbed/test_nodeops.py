@@ -57,7 +57,8 @@ class FakePodman:
     containers: dict[str, Container]
     calls: list[tuple[str, ...]] = field(default_factory=list)
     fail: str | None = None  # a subcommand that fails
-    hold: threading.Event | None = None  # a start waits for it
+    hold: threading.Event | None = None  # a start (or `held_verb`) waits for it
+    held_verb: str = "start"
     holding: threading.Event = field(default_factory=threading.Event)
     moves_port: bool = False
 
@@ -67,14 +68,14 @@ class FakePodman:
         self.calls.append(args)
         verb, name = args[0], args[-1]
         out, rc = "", 0
+        if verb == self.held_verb and self.hold is not None:
+            self.holding.set()
+            assert self.hold.wait(30)
         if verb == self.fail:
             rc = 125
         elif verb == "stop":
             self.containers[name].running = False
         elif verb == "start":
-            if self.hold is not None:
-                self.holding.set()
-                assert self.hold.wait(30)
             c = self.containers[name]
             c.running, c.pid = True, c.pid + 1000  # a new init, in a new network namespace
             if self.moves_port:
@@ -645,6 +646,36 @@ def test_awake_powers_on_the_stopped_nodes_and_holds_them_up_for_the_block(
     assert nodeops.states(exp)["node-1"] == "running", "left on: the partition settles it"
     nodeops.power_off(exp, ["node-1"])
     assert nodeops.states(exp)["node-1"] == "stopped"
+
+
+def test_awake_waits_for_a_power_off_in_flight_and_powers_that_node_back_on(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    """A suspend that checked for holds just before a deploy's hold was written is still
+    stopping its node: awake must not read that node as running and leave it to stop."""
+    podman, _ = fake
+    exp, request = made("flight", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    podman.hold, podman.held_verb = threading.Event(), "stop"
+    off = threading.Thread(target=nodeops.power_off, args=(exp, ["node-0"]))
+    off.start()
+    assert podman.holding.wait(30), "the power off never reached podman stop"
+    woken: list[list[str]] = []
+
+    def deploy() -> None:
+        with nodeops.awake(exp, "deploy") as brought:
+            woken.append(brought)
+            woken.append([n for n, s in nodeops.states(exp).items() if s != "running"])
+
+    during = threading.Thread(target=deploy)
+    during.start()
+    during.join(1.0)  # time for awake to read the states, were nothing stopping it
+    assert not woken, "awake read the states while a power off was half-way"
+    podman.hold.set()
+    off.join(30)
+    during.join(30)
+    assert woken == [["node-0"], []], woken
+    assert podman.verbs() == [("stop", "ptc-flight-node-0"), ("start", "ptc-flight-node-0")]
 
 
 def test_release_is_refused_while_a_deploy_holds_the_nodes(moving: Moving) -> None:
