@@ -7,7 +7,7 @@ PY          := $(VENV)/bin/python
 PTC         := $(VENV)/bin/ptc
 SYSTEM_PY   ?= /usr/bin/python3
 APT_PACKAGES := podman runc debootstrap uidmap iptables iproute2 openssh-client \
-                python3-venv python3-dev gcc git rsync etcd-server etcd-client
+                python3-venv python3-dev gcc git rsync etcd-server etcd-client lua5.1
 DEMO_NAME   ?= demo
 DEMO_NODES  ?= 2
 

@@ -228,6 +228,28 @@ def test_a_job_resumes_nodes_through_the_hooks_and_they_return_after_suspend_tim
     assert {n for e in deleted for n in e["data"]["nodes"]} >= set(used)
 
 
+def test_a_job_the_whole_pool_could_never_hold_is_refused_at_submit_with_the_reason(
+    leaves_pool_idle: Path,
+) -> None:
+    """Admission control: powered-down pool nodes count, so one node more than the pool, or
+    more memory than a node has, is refused at once, not left pending; nothing is resumed."""
+    expdir = leaves_pool_idle
+    before = ssh(expdir, "head", "squeue -h -o %i").stdout.split()
+    too_many = len(NODES) + 1
+    for options, why in [
+        (f"-N{too_many}", f"it asks for {too_many} nodes and partition main has {len(NODES)}"),
+        ("--mem=100G", "it asks for 102400 MB on one node and the largest node has"),
+    ]:
+        out = ssh(expdir, "head", as_ptc(f"sbatch {options} --wrap true"), check=False)
+        assert out.returncode != 0, f"sbatch {options} was admitted: {out.stdout}"
+        assert f"ptc: this job can never run: {why}" in out.stderr, out.stderr
+    assert ssh(expdir, "head", "squeue -h -o %i").stdout.split() == before
+    assert all_back_in_pool(expdir), "a refused job resumed pool nodes"
+    fits = sbatch(expdir, f"-N{len(NODES)} --hold", "true")  # the whole pool is admitted
+    assert job(expdir, fits).get("JobState") == "PENDING"
+    ssh(expdir, "head", f"scancel {fits}")
+
+
 def start_one_by_one(expdir: Path, scripts: list[str]) -> list[tuple[str, str]]:
     """Submit exclusive one-node jobs one after the other, each once the previous runs, so
     their elapsed times differ; [(job id, node)]."""

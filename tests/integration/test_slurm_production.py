@@ -142,6 +142,33 @@ def test_job_beyond_partition_limits_is_rejected_at_submission(deployed: Path) -
     assert ssh(deployed, "head", "squeue -h -o %i").stdout.split() == before
 
 
+def test_a_job_no_partition_could_hold_is_refused_with_the_reason(deployed: Path) -> None:
+    sizes = [
+        line.split() for line in ssh(deployed, "head", "sinfo -h -N -o '%c %m'").stdout.splitlines()
+    ]
+    nodes, cpus = len(sizes), sum(int(c) for c, _ in sizes)
+    largest_cpus, largest_mb = max(int(c) for c, _ in sizes), max(int(m) for _, m in sizes)
+    before = ssh(deployed, "head", "squeue -h -o %i").stdout.split()
+    for options, why in [
+        (f"-N{nodes + 1}", f"it asks for {nodes + 1} nodes and partition main has {nodes} in all"),
+        (f"-n{cpus + 1}", f"it asks for {cpus + 1} CPUs and partition main has {cpus} in all"),
+        (
+            f"-c{largest_cpus + 1}",
+            f"{largest_cpus + 1} CPUs on one node and the largest node has {largest_cpus}",
+        ),
+        (
+            f"--mem={largest_mb + 1}",
+            f"{largest_mb + 1} MB on one node and the largest node has {largest_mb} MB",
+        ),
+    ]:
+        out = ssh(deployed, "head", as_ptc(f"sbatch {options} --wrap true"), check=False)
+        assert out.returncode != 0, f"sbatch {options} was admitted: {out.stdout}"
+        assert f"ptc: this job can never run: {why}" in out.stderr, out.stderr
+    assert ssh(deployed, "head", "squeue -h -o %i").stdout.split() == before
+    script = ssh(deployed, "head", "stat -c '%U %a' /etc/slurm/job_submit.lua").stdout.split()
+    assert script == ["root", "644"], script
+
+
 def test_memory_and_cores_are_enforced(deployed: Path) -> None:
     grab = "python3 -c 'x = bytearray(300 << 20); print(len(x))'"
     over = ssh(deployed, "head", as_ptc(f"srun -w node-0 -n1 --mem=100M {grab}"), check=False)
