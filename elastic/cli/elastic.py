@@ -24,8 +24,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli import testbed as testbed_cli
 from elastic.errors import InputError, PtcError
 from elastic.manager.client import ManagerClient, ReferenceClient, read_token
+from elastic.testbed import capacity, provisioning
+from elastic.testbed import experiment as experiments
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
@@ -140,6 +143,19 @@ def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> 
         console.print(recs)
     else:
         console.print("no pending reclamation")
+    if name is not None and url is None and _on_local_testbed(name):
+        testbed_cli.print_provisioning(
+            provisioning.limits(), provisioning.snapshot(), experiment=name
+        )
+
+
+def _on_local_testbed(name: str) -> bool:
+    """The experiment's nodes are the local testbed's, whose provisioning queue ptc can read."""
+    return (
+        experiments.exists(name)
+        and experiments.load(name).testbed == capacity.TESTBED
+        and not experiments.load(name).adopted
+    )
 
 
 @app.command("reclaim")

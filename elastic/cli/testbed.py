@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import time
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from elastic.testbed import capacity
+from elastic.errors import InputError
+from elastic.testbed import capacity, provisioning
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
@@ -24,8 +26,10 @@ def show(
     A stopped (powered-off) node still holds its machine; a removed one does not. Experiments
     of every PTC_HOME on this host are listed."""
     now = capacity.usage()
+    queue = provisioning.snapshot()
+    bounds = provisioning.limits()
     if as_json:
-        print(json.dumps(now.as_json(), indent=2))
+        print(json.dumps(now.as_json() | {"provisioning": _queue_json(bounds, queue)}, indent=2))
         return
     sized = "set with `ptc testbed set`" if now.from_file else "default, sized to this host"
     console.print(
@@ -33,6 +37,7 @@ def show(
         f"{now.in_use} in use, {now.free} free",
         highlight=False,
     )
+    print_provisioning(bounds, queue)
     if not now.holdings:
         return
     table = Table(show_header=True)
@@ -57,15 +62,83 @@ def show(
     console.print(table)
 
 
+def _queue_json(bounds: provisioning.Limits, queue: provisioning.Queue) -> dict[str, Any]:
+    return {
+        "limits": {"concurrency": bounds.concurrency, "per_minute": bounds.per_minute},
+        "running": [e.as_json() for e in queue.running],
+        "waiting": [e.as_json() for e in sorted(queue.waiting, key=lambda e: e.ticket)],
+        "started_last_minute": queue.started_in_window(time.time()),
+    }
+
+
+def print_provisioning(
+    bounds: provisioning.Limits, queue: provisioning.Queue, experiment: str | None = None
+) -> None:
+    """The testbed's provisioning limits and its queue (one experiment's part of it, if named)."""
+
+    def mine(entries: list[provisioning.Entry]) -> list[provisioning.Entry]:
+        return [e for e in entries if experiment is None or e.experiment == experiment]
+
+    running, waiting = mine(queue.running), mine(sorted(queue.waiting, key=lambda e: e.ticket))
+    console.print(
+        f"provisioning: {bounds.describe()}; {queue.running_nodes()} nodes provisioning, "
+        f"{len(queue.waiting)} requests waiting, "
+        f"{queue.started_in_window(time.time())} nodes started in the last minute",
+        highlight=False,
+    )
+    if not running and not waiting:
+        return
+    table = Table(title="provisioning queue")
+    for column in ("ticket", "experiment", "action", "nodes", "state", "for"):
+        table.add_column(column)
+    now = time.time()
+    for state, entries in (("running", running), ("waiting", waiting)):
+        for e in entries:
+            table.add_row(
+                str(e.ticket),
+                e.experiment,
+                e.action,
+                ", ".join(e.nodes),
+                state,
+                f"{now - e.since:.0f} s",
+            )
+    console.print(table)
+
+
 @app.command("set")
 def set_(
     machines: Annotated[
-        int, typer.Option("--machines", min=1, help="the testbed's number of machines")
-    ],
+        int | None, typer.Option("--machines", min=1, help="the testbed's number of machines")
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--provision-concurrency",
+            min=0,
+            help="nodes provisioned (powered on, reloaded, allocated) at once; 0: no limit",
+        ),
+    ] = None,
+    per_minute: Annotated[
+        int | None,
+        typer.Option(
+            "--provisions-per-minute",
+            min=0,
+            help="nodes whose provisioning starts in any minute (Multiverse: 15); 0: no limit",
+        ),
+    ] = None,
 ) -> None:
-    """Resize the testbed; refused below the number of machines in use."""
-    now = capacity.set_machines(machines)
-    console.print(
-        f"local testbed: {now.machines} machines, {now.in_use} in use, {now.free} free",
-        highlight=False,
-    )
+    """Resize the testbed (refused below the number of machines in use), or set its
+    provisioning limits: requests beyond them wait their turn, in order, never dropped."""
+    if machines is None and concurrency is None and per_minute is None:
+        raise InputError(
+            "ptc testbed set: give --machines, --provision-concurrency or --provisions-per-minute"
+        )
+    if machines is not None:
+        now = capacity.set_machines(machines)
+        console.print(
+            f"local testbed: {now.machines} machines, {now.in_use} in use, {now.free} free",
+            highlight=False,
+        )
+    if concurrency is not None or per_minute is not None:
+        capacity.set_limits(concurrency, per_minute)
+        console.print(f"provisioning: {provisioning.limits().describe()}", highlight=False)

@@ -4,7 +4,8 @@ The local testbed is one host's hardware shared by every experiment on it, from 
 the way a CloudLab cluster is shared by its users. Its directory (``$PTC_TESTBED_DIR``, default
 ``/var/lib/ptc/testbed``) is machine-wide and holds::
 
-    settings.json      {"machines": N}: the testbed's size (absent: sized to this host)
+    settings.json      {"machines": N}: the testbed's size (absent: sized to this host), and
+                       its provisioning limits ("provision_concurrency", "provisions_per_minute")
     id                 the testbed's id, made once; every node container carries it as a label
     reservations.json  machines promised to creations in flight (experiment, count, pid)
     lock               flock'd while usage is counted and a reservation is recorded
@@ -46,7 +47,8 @@ GIB_PER_MACHINE = 1.5
 MACHINES_PER_CPU = 8
 MIN_MACHINES = 2
 
-SETTINGS_FIELDS = ("machines",)
+SETTINGS_FIELDS = ("machines", "provision_concurrency", "provisions_per_minute")
+LIMIT_FIELDS = SETTINGS_FIELDS[1:]
 _ID = re.compile(r"^[0-9a-f]{8,32}$")
 
 
@@ -87,16 +89,34 @@ def default_machines(meminfo: str | None = None, cpus: int | None = None) -> int
 class Settings:
     machines: int
     from_file: bool  # False: the default, sized to this host
+    # Nodes the testbed provisions (powers on, reloads, allocates) at once, and starting in any
+    # minute; None: no limit. Requests beyond them wait their turn (elastic.testbed.provisioning).
+    provision_concurrency: int | None = None
+    provisions_per_minute: int | None = None
+
+    def as_file(self) -> dict[str, int]:
+        out = {"machines": self.machines}
+        for key in LIMIT_FIELDS:
+            if (value := getattr(self, key)) is not None:
+                out[key] = value
+        return out
 
 
 def settings() -> Settings:
-    """The testbed's size: its settings file, else the default; bad files name the field."""
+    """The testbed's size and limits: its settings file, else the default; bad files name the
+    field."""
     path = _settings_path()
     try:
         text = path.read_text()
     except FileNotFoundError:
         return Settings(default_machines(), from_file=False)
-    return Settings(parse_settings(text, path)["machines"], from_file=True)
+    parsed = parse_settings(text, path)
+    return Settings(
+        parsed["machines"],
+        from_file=True,
+        provision_concurrency=parsed.get("provision_concurrency"),
+        provisions_per_minute=parsed.get("provisions_per_minute"),
+    )
 
 
 def parse_settings(text: str, path: Path) -> dict[str, int]:
@@ -111,15 +131,20 @@ def parse_settings(text: str, path: Path) -> dict[str, int]:
             f"testbed settings {path}: unknown field {', '.join(map(repr, unknown))} "
             f"(known: {', '.join(SETTINGS_FIELDS)})"
         )
-    machines = raw.get("machines")
-    if machines is None:
+    if raw.get("machines") is None:
         raise InputError(f"testbed settings {path}: field 'machines' is missing")
-    if isinstance(machines, bool) or not isinstance(machines, int) or machines < 1:
-        raise InputError(
-            f"testbed settings {path}: field 'machines' must be a whole number of at least 1, "
-            f"not {machines!r}"
-        )
-    return {"machines": machines}
+    out: dict[str, int] = {}
+    for key in SETTINGS_FIELDS:
+        value = raw.get(key)
+        if value is None and key != "machines":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(
+                f"testbed settings {path}: field {key!r} must be a whole number of at least 1, "
+                f"not {value!r}"
+            )
+        out[key] = value
+    return out
 
 
 def set_machines(machines: int) -> Usage:
@@ -133,8 +158,40 @@ def set_machines(machines: int) -> Usage:
                 f"--machines {machines} is below the {now.in_use} machines in use "
                 f"({now.describe_holders()}); take experiments down first"
             )
-        atomic.write_json(_settings_path(), {"machines": machines})
+        kept = settings()
+        resized = Settings(
+            machines,
+            True,
+            provision_concurrency=kept.provision_concurrency,
+            provisions_per_minute=kept.provisions_per_minute,
+        )
+        atomic.write_json(_settings_path(), resized.as_file())
         return _usage_locked()
+
+
+def set_limits(concurrency: int | None, per_minute: int | None) -> Settings:
+    """Set the testbed's provisioning limits (0: no limit; None: leave as it is). A testbed
+    with no settings file gets one with its default size."""
+    for option, value in (
+        ("--provision-concurrency", concurrency),
+        ("--provisions-per-minute", per_minute),
+    ):
+        if value is not None and value < 0:
+            raise InputError(f"{option} must be 0 (no limit) or more, not {value}")
+    with _locked():
+        now = settings()
+        changed = Settings(
+            now.machines,
+            True,
+            provision_concurrency=now.provision_concurrency
+            if concurrency is None
+            else (concurrency or None),
+            provisions_per_minute=now.provisions_per_minute
+            if per_minute is None
+            else (per_minute or None),
+        )
+        atomic.write_json(_settings_path(), changed.as_file())
+        return changed
 
 
 # -- the testbed id ---------------------------------------------------------------------------

@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from elastic.errors import InputError, NotFoundError
 from elastic.events import OnEvent, Reporter
+from elastic.testbed import capacity, lifecycle, power_hold, provisioning, rspec
 from elastic.testbed import experiment as experiments
-from elastic.testbed import lifecycle, power_hold, rspec
 from elastic.testbed.experiment import Experiment
 
 
@@ -32,18 +32,26 @@ def power_on(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = N
     """The nodes start from their kept disks, wired as before, and answer over SSH on return.
     Starting a running node does nothing."""
     chosen = _checked(exp, nodes, "power on")
-    with _operation(exp, "power on", "powering on", chosen, on_event):
-        lifecycle.backend_for(exp, on_event).power_on(exp, chosen)
+
+    def run(part: list[str]) -> None:
+        with _operation(exp, "power on", "powering on", part, on_event):
+            lifecycle.backend_for(exp, on_event).power_on(exp, part)
+
+    _provisioned(exp, "power on", chosen, on_event, run)
 
 
 def reload(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
     """The nodes get fresh disks from the image, same names and addresses; their new host keys
     are pinned on return."""
     chosen = _checked(exp, nodes, "reload")
+
     # `ptc replace` is exactly this: new disks in the same places, the manifest, host keys
     # and inventory rewritten.
-    with _operation(exp, "reload", "reloading", chosen, on_event):
-        lifecycle.replace_nodes_of(experiments.load(exp.name), chosen, on_event)
+    def run(part: list[str]) -> None:
+        with _operation(exp, "reload", "reloading", part, on_event):
+            lifecycle.replace_nodes_of(experiments.load(exp.name), part, on_event)
+
+    _provisioned(exp, "reload", chosen, on_event, run)
 
 
 def release(
@@ -81,8 +89,12 @@ def allocate(
     if not nodes:
         raise InputError(f"allocate: name the nodes to bring into {exp.name!r}")
     chosen = list(dict.fromkeys(nodes))
-    with _operation(exp, "allocate", "allocating", chosen, on_event):
-        lifecycle.allocate_nodes_of(experiments.load(exp.name), chosen, like, on_event)
+
+    def run(part: list[str]) -> None:
+        with _operation(exp, "allocate", "allocating", part, on_event):
+            lifecycle.allocate_nodes_of(experiments.load(exp.name), part, like, on_event)
+
+    _provisioned(exp, "allocate", chosen, on_event, run)
 
 
 def states(exp: Experiment) -> dict[str, str]:
@@ -93,6 +105,24 @@ def states(exp: Experiment) -> dict[str, str]:
     found = lifecycle.backend_for(exp).power_states(exp)
     gone = {n: "parked" if n in exp.parked else "missing" for n in exp.released}
     return found | {n: state for n, state in gone.items() if n not in found}
+
+
+def _provisioned(
+    exp: Experiment,
+    action: str,
+    nodes: list[str],
+    on_event: OnEvent | None,
+    run: Callable[[list[str]], None],
+) -> None:
+    """``run`` on the nodes part by part, each part in its turn under the local testbed's
+    provisioning limits (waiting, before the experiment's lock, for a slot)."""
+    if exp.testbed != capacity.TESTBED:
+        run(nodes)  # a remote testbed's limits are its own
+        return
+    bounds = provisioning.limits()
+    for part in provisioning.parts(nodes, bounds):
+        with provisioning.slot(exp.name, action, part, on_event, bounds=bounds):
+            run(part)
 
 
 def _checked(exp: Experiment, nodes: Sequence[str], operation: str) -> list[str]:

@@ -20,6 +20,7 @@ experiment already deployed with EXTRAVARS (it is left up).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -40,7 +41,7 @@ from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
-from elastic.testbed import capacity, nodeops
+from elastic.testbed import capacity, nodeops, provisioning
 from elastic.testbed import experiment as experiments
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -90,6 +91,10 @@ def cluster(
     if reuse:  # developing: an experiment deployed with EXTRAVARS already, kept afterwards
         expdir = Path(reuse).resolve()
         os.environ["PTC_HOME"] = str(expdir.parents[1])
+        # its control service counts on the testbed it was made on, not the session's own
+        os.environ[capacity.ENV] = os.environ.get(
+            "PTC_TEST_ELASTIC_REUSE_TESTBED", str(capacity.DEFAULT_DIR)
+        )
         global NAME
         NAME = expdir.name
         ssh(expdir, "head", f"install -d -o ptc -g ptc {MARKS}")
@@ -248,6 +253,36 @@ def test_a_job_the_whole_pool_could_never_hold_is_refused_at_submit_with_the_rea
     fits = sbatch(expdir, f"-N{len(NODES)} --hold", "true")  # the whole pool is admitted
     assert job(expdir, fits).get("JobState") == "PENDING"
     ssh(expdir, "head", f"scancel {fits}")
+
+
+def test_a_burst_under_a_provisioning_limit_waits_its_turn_and_all_of_it_runs(
+    leaves_pool_idle: Path,
+) -> None:
+    """The testbed provisions one node at a time: a burst of three one-node jobs resumes its
+    nodes one after the other (none dropped), and every job completes."""
+    expdir = leaves_pool_idle
+    since = time.time()
+    capacity.set_limits(1, None)
+    try:
+        burst = [sbatch(expdir, "-N1 --exclusive", "sleep 2") for _ in range(3)]
+        for job_id in burst:
+            wait_for(
+                f"job {job_id} of the burst to complete",
+                lambda j=job_id: sacct(expdir, j).get("state") == "COMPLETED",
+                300,
+            )
+    finally:
+        capacity.set_limits(0, 0)
+    ran = [
+        r
+        for r in provisioning.history(since)
+        if r["experiment"] == NAME and r["action"] == "power on"
+    ]
+    assert sum(len(r["nodes"]) for r in ran) >= 3, ran
+    assert all(len(r["nodes"]) == 1 and r["outcome"] == "done" for r in ran), ran
+    ran.sort(key=lambda r: r["started"])
+    for before, after in itertools.pairwise(ran):
+        assert after["started"] >= before["ended"], f"two provisionings overlapped: {ran}"
 
 
 def start_one_by_one(expdir: Path, scripts: list[str]) -> list[tuple[str, str]]:

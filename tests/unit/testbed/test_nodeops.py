@@ -28,6 +28,7 @@ from elastic.testbed import (
     membership,
     nodeops,
     power_hold,
+    provisioning,
     rspec,
 )
 from elastic.testbed import experiment as experiments
@@ -676,6 +677,23 @@ def test_awake_waits_for_a_power_off_in_flight_and_powers_that_node_back_on(
     during.join(30)
     assert woken == [["node-0"], []], woken
     assert podman.verbs() == [("stop", "ptc-flight-node-0"), ("start", "ptc-flight-node-0")]
+
+
+def test_under_a_provisioning_limit_nodes_power_on_in_parts_and_each_part_is_logged(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, _ = fake
+    exp, request = made("limited", SLURM_PROFILE, {"computeNodeCount": "3"})
+    boot(podman, exp, request, node_0=False, node_1=False, node_2=False)
+    capacity.set_machines(8)
+    capacity.set_limits(2, None)
+    nodeops.power_on(exp, ["node-0", "node-1", "node-2"])
+    starts = [name for verb, name in podman.verbs() if verb == "start"]
+    assert starts == ["ptc-limited-node-0", "ptc-limited-node-1", "ptc-limited-node-2"]
+    log = provisioning.history()
+    assert [r["nodes"] for r in log] == [["node-0", "node-1"], ["node-2"]]
+    assert all(r["experiment"] == "limited" and r["action"] == "power on" for r in log)
+    assert nodeops.states(exp) == dict.fromkeys(["head", "node-0", "node-1", "node-2"], "running")
 
 
 def test_release_is_refused_while_a_deploy_holds_the_nodes(moving: Moving) -> None:
