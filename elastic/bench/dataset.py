@@ -98,9 +98,15 @@ def paths(path: Path) -> tuple[Path, Path, Path]:
     return path, path.with_suffix(".csv"), path.with_suffix(".columns.json")
 
 
-def describe_columns(columns: Iterable[str]) -> dict[str, dict[str, str]]:
+def describe_columns(
+    columns: Iterable[str], schema: Mapping[str, tuple[str, str]] | None = None
+) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name in columns:
+        if schema is not None:
+            meaning, unit = schema.get(name, ("", ""))
+            out[name] = {"meaning": meaning, "unit": unit}
+            continue
         meaning, unit = COLUMNS.get(name, ("", ""))
         if not meaning and name.startswith("level"):
             meaning, unit = "HPGMG-FV figure of one level of its dynamic range", ""
@@ -110,13 +116,17 @@ def describe_columns(columns: Iterable[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def write(path: Path, frame: pd.DataFrame) -> None:
+def write(
+    path: Path, frame: pd.DataFrame, columns: Mapping[str, tuple[str, str]] | None = None
+) -> None:
+    """The dataset's three files; ``columns`` gives the meaning and unit of each column of a
+    dataset that is not a campaign's (by default, the campaign's columns above)."""
     parquet, csv, schema = paths(path)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
     atomic.write_bytes(parquet, buffer.getvalue())
     atomic.write_bytes(csv, frame.to_csv(index=False).encode())
-    text = json.dumps(describe_columns(frame.columns), indent=2) + "\n"
+    text = json.dumps(describe_columns(frame.columns, columns), indent=2) + "\n"
     atomic.write_bytes(schema, text.encode())
 
 

@@ -1,11 +1,16 @@
-"""Runtime against problem size, one line per rank count, log-log (as the thesis's Fig. 6.1)."""
+"""Plots of datasets: runtime against problem size, one line per rank count, log-log (as the
+thesis's Fig. 6.1); a resume's overhead parts stacked per job."""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from elastic import atomic
 from elastic.errors import InputError
 
 
@@ -54,4 +59,46 @@ def runtime_vs_size(
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)
+    return out
+
+
+def stacked_parts(
+    frame: pd.DataFrame,
+    parts: Mapping[str, str],
+    out: Path,
+    *,
+    label: str = "job_id",
+    title: str = "",
+) -> Path:
+    """Write a PNG: one horizontal bar per row, its ``parts`` columns stacked in order (each
+    part's legend entry is its meaning), labelled by ``label``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    missing = [c for c in (label, *parts) if c not in frame.columns]
+    if missing:
+        raise InputError(f"the dataset has no column {', '.join(map(repr, missing))} to plot")
+    if frame.empty:
+        raise InputError("the dataset has no rows to plot")
+    fig, ax = plt.subplots(figsize=(9.0, 2.4 + 0.35 * len(frame)))
+    left = np.zeros(len(frame))
+    names = frame[label].astype(str).to_list()
+    colours = plt.get_cmap("tab10")
+    for index, (column, meaning) in enumerate(parts.items()):
+        widths = frame[column].clip(lower=0).to_numpy(dtype=float)
+        ax.barh(names, widths, left=left, color=colours(index % 10), label=meaning)
+        left += widths
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds from submit to start")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    atomic.write_bytes(out, buffer.getvalue())
     return out

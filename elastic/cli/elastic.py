@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -147,6 +148,50 @@ def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> 
         testbed_cli.print_provisioning(
             provisioning.limits(), provisioning.snapshot(), experiment=name
         )
+
+
+@app.command("overhead")
+def overhead_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    out: Annotated[Path, typer.Option("--out", help="directory for the dataset and its plot")],
+    since: Annotated[
+        float, typer.Option("--since", help="only jobs that started after this time (epoch s)")
+    ] = 0.0,
+) -> None:
+    """Where resumed jobs' waits went: for every node a job waited for, the parts from submit
+    to start (Slurm, manager, provisioning slot, testbed, network and SSH, playbook, slurmd
+    registration, Slurm again), as OUT/overhead.parquet (+ .csv, .columns.json) and
+    OUT/overhead.png."""
+    from elastic.bench import dataset, plot
+    from elastic.slurm import overhead
+
+    exp = experiments.load(name)
+    provisions = provisioning.history(since) if _on_local_testbed(name) else []
+    found = overhead.collect(exp.inventory_path, exp.ssh_config_path, provisions, since=since)
+    if not found:
+        raise InputError(
+            f"experiment {name!r}: no job since {since:.0f} waited for a resumed node "
+            "(submit one to a powered-down pool, then ask again)"
+        )
+    frame = pd.DataFrame(found)
+    out.mkdir(parents=True, exist_ok=True)
+    dataset.write(out / "overhead.parquet", frame, overhead.COLUMNS)
+    labels = frame["job_id"].astype(str) + " " + frame["node"].astype(str)
+    plot.stacked_parts(
+        frame.assign(row=labels),
+        overhead.PARTS,
+        out / "overhead.png",
+        label="row",
+        title=f"{name}: from submit to start, per job and node",
+    )
+    table = Table(title=f"{name}: overhead of {len(frame)} provisioned nodes (median, s)")
+    table.add_column("part")
+    table.add_column("median s", justify="right")
+    table.add_column("max s", justify="right")
+    for column in [*overhead.PARTS, "submit_to_start_s", "unaccounted_s"]:
+        table.add_row(column, f"{frame[column].median():.1f}", f"{frame[column].max():.1f}")
+    console.print(table)
+    console.print(f"dataset {out / 'overhead.parquet'}; plot {out / 'overhead.png'}")
 
 
 def _on_local_testbed(name: str) -> bool:

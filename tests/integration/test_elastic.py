@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import pandas as pd
 import pytest
 from naming import experiment_name
 from remote import ssh, wait_for
@@ -41,6 +42,7 @@ from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
+from elastic.slurm import overhead
 from elastic.testbed import capacity, nodeops, provisioning
 from elastic.testbed import experiment as experiments
 
@@ -256,7 +258,7 @@ def test_a_job_the_whole_pool_could_never_hold_is_refused_at_submit_with_the_rea
 
 
 def test_a_burst_under_a_provisioning_limit_waits_its_turn_and_all_of_it_runs(
-    leaves_pool_idle: Path,
+    leaves_pool_idle: Path, ptc: Any, tmp_path: Path
 ) -> None:
     """The testbed provisions one node at a time: a burst of three one-node jobs resumes its
     nodes one after the other (none dropped), and every job completes."""
@@ -283,6 +285,17 @@ def test_a_burst_under_a_provisioning_limit_waits_its_turn_and_all_of_it_runs(
     ran.sort(key=lambda r: r["started"])
     for before, after in itertools.pairwise(ran):
         assert after["started"] >= before["ended"], f"two provisionings overlapped: {ran}"
+    # the overhead taxonomy of the burst: a row per job and node, the parts end to end
+    out = tmp_path / "overhead"
+    shown = ptc("elastic", "overhead", NAME, "--out", str(out), "--since", str(since - 1))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    frame = pd.read_parquet(out / "overhead.parquet")
+    assert set(frame["job_id"].astype(str)) >= set(burst), frame
+    for row in frame.to_dict("records"):
+        parts = sum(row[k] for k in overhead.PARTS)
+        assert abs(parts - row["submit_to_start_s"]) < 1.0, row
+        assert row["testbed_s"] > 0 and row["configure_s"] > 0, row
+    assert (out / "overhead.png").stat().st_size > 0
 
 
 def start_one_by_one(expdir: Path, scripts: list[str]) -> list[tuple[str, str]]:

@@ -30,6 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "policies",
         "remote",
         "sim",
+        "slurm",
         "testbed",
     },
     "bench": {"remote"},
