@@ -13,8 +13,9 @@ One row per (job, node the job waited for), with these parts, in order, end to e
 
     slurm_to_resume_s   Slurm: from submit to the ResumeProgram call
     manager_s           the elastic manager's AddNodes
-    slot_wait_s         waiting for a testbed provisioning slot (other requests, or the
-                        earlier parts of its own)
+    slot_wait_s         waiting for its turn: the controller's one power change at a time
+                        (another resume's), the testbed's provisioning slots (other
+                        requests', or the earlier parts of its own)
     testbed_s           the testbed's call for the node's part: start, reload or allocate
     network_ssh_s       from then to the end of power on: the rest of its request, the node
                         answering over SSH, its host keys
@@ -45,7 +46,7 @@ from elastic.remote import ssh
 PARTS: dict[str, str] = {
     "slurm_to_resume_s": "Slurm: from submit to the ResumeProgram call",
     "manager_s": "the elastic manager's AddNodes",
-    "slot_wait_s": "waiting for a testbed provisioning slot",
+    "slot_wait_s": "waiting for its turn (power lock, provisioning slot)",
     "testbed_s": "the testbed's call (start, reload or allocate)",
     "network_ssh_s": "the rest of power on: its request's other parts, SSH, host keys",
     "configure_s": "configuration (playbook)",

@@ -1,0 +1,198 @@
+"""Multiverse's two workloads, scaled to the local testbed, on a live elastic experiment. Prints,
+asserts nothing.
+
+Jobs are one-node ``sleep`` jobs (exclusive), so every job needs a node of the pool and, with
+the pool powered down, a provisioning. Two workloads, one after the other:
+
+- ``poisson``: N jobs with exponential inter-arrival times (mean ``--mean-gap`` seconds), the
+  shape of Multiverse's Workload-1;
+- ``burst``: M jobs submitted at once (Workload-2's bursty arrivals).
+
+For each: every job's submit-to-start split with ``ptc elastic overhead``'s taxonomy
+(elastic.slurm.overhead), provisioning time (slot wait + testbed + network/SSH + playbook +
+registration) median and max, the makespan (first submit to last end) and the pool's
+utilisation over it (job run time / (makespan x pool nodes)).
+
+The experiment's node operation decides what a provisioning is: ``power`` starts a stopped
+machine that kept its disk and software (Multiverse's instant clone), ``reload`` gives a fresh
+disk from the image and runs the roles on it (its full clone). Run it once per setting:
+
+    PTC_HOME=... .venv/bin/python benchmarks/provisioning_workloads.py NAME --label instant \\
+        [--jobs 8 --mean-gap 10 --burst 4 --sleep 20] [--out benchmarks/results/provisioning]
+
+Every pool node must start free and powered down (the script waits for that between
+workloads). With ``--out`` it writes LABEL.json, LABEL-WORKLOAD.parquet (+ .csv, .columns.json)
+and LABEL-WORKLOAD.png there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from elastic.atomic import write_text
+from elastic.bench import dataset, plot
+from elastic.slurm import overhead
+from elastic.testbed import experiment as experiments
+from elastic.testbed import provisioning
+
+PROVISIONING = ("slot_wait_s", "testbed_s", "network_ssh_s", "configure_s", "register_s")
+
+
+class Exp:
+    def __init__(self, name: str) -> None:
+        exp = experiments.load(name)
+        self.name = name
+        self.inventory = exp.inventory_path
+        self.ssh_config = exp.ssh_config_path
+
+    def sh(self, command: str) -> str:
+        done = subprocess.run(
+            ["ssh", "-F", str(self.ssh_config), "head", command],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"head: {command}: {done.stderr.strip()}")
+        return done.stdout
+
+
+def pool_at_rest(exp: Exp) -> bool:
+    states = exp.sh("sinfo -h -N -o '%N %T'").split()
+    return all(s == "idle~" for s in states[1::2]) and not exp.sh("squeue -h -o %i").split()
+
+
+def wait_at_rest(exp: Exp, timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    while not pool_at_rest(exp):
+        if time.monotonic() > deadline:
+            raise SystemExit("the pool did not come to rest (free and powered down)")
+        time.sleep(5)
+
+
+def submit(exp: Exp, sleep_s: int) -> str:
+    out = exp.sh(
+        f"cd /tmp && runuser -u ptc -- sbatch --parsable -N1 --exclusive --wrap 'sleep {sleep_s}'"
+    )
+    return out.strip().split(";")[0]
+
+
+def ended(exp: Exp, jobs: list[str]) -> dict[str, dict[str, Any]]:
+    """Each job's submit, start and end (epoch), once all have ended."""
+    out = exp.sh(
+        "SLURM_TIME_FORMAT=%s sacct -X -n -P -o JobID,Submit,Start,End,State -j " + ",".join(jobs)
+    )
+    rows = {}
+    for line in out.splitlines():
+        job, submit_t, start, end, state = line.split("|")[:5]
+        if not end.isdigit():
+            return {}
+        rows[job] = {
+            "submit": float(submit_t),
+            "start": float(start),
+            "end": float(end),
+            "state": state,
+        }
+    return rows if len(rows) == len(jobs) else {}
+
+
+def run_workload(exp: Exp, gaps: list[float], sleep_s: int, pool: int) -> dict[str, Any]:
+    wait_at_rest(exp)
+    since = time.time()
+    jobs = []
+    for gap in gaps:
+        time.sleep(gap)
+        jobs.append(submit(exp, sleep_s))
+        print(f"  submitted job {jobs[-1]} ({len(jobs)}/{len(gaps)})", flush=True)
+    deadline = time.monotonic() + 1800
+    while not (times := ended(exp, jobs)):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"jobs {jobs} did not all end in 30 min")
+        time.sleep(5)
+    rows = overhead.collect(
+        exp.inventory, exp.ssh_config, provisioning.history(since - 1), since=since - 1
+    )
+    frame = pd.DataFrame([r for r in rows if r["job_id"] in jobs])
+    first = min(t["submit"] for t in times.values())
+    last = max(t["end"] for t in times.values())
+    busy = sum(t["end"] - t["start"] for t in times.values())
+    provision = (frame[list(PROVISIONING)].sum(axis=1)).to_list() if len(frame) else []
+    waits = [t["start"] - t["submit"] for t in times.values()]
+    return {
+        "jobs": len(jobs),
+        "states": sorted({str(t["state"]) for t in times.values()}),
+        "provisioned_rows": len(frame),
+        "provisioning_s": _stats(provision),
+        "submit_to_start_s": _stats(waits),
+        "parts_median_s": {k: float(frame[k].median()) for k in overhead.PARTS}
+        if len(frame)
+        else {},
+        "makespan_s": last - first,
+        "utilisation": busy / ((last - first) * pool),
+        "frame": frame,
+    }
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {"median": statistics.median(values), "max": max(values), "min": min(values)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name")
+    parser.add_argument("--label", required=True, help="instant or full (the node operation's)")
+    parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument("--mean-gap", type=float, default=10.0)
+    parser.add_argument("--burst", type=int, default=4)
+    parser.add_argument("--sleep", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    exp = Exp(args.name)
+    pool = len(exp.sh("sinfo -h -N -o %N").split())
+    rng = random.Random(args.seed)
+    workloads = {
+        "poisson": [0.0] + [rng.expovariate(1 / args.mean_gap) for _ in range(args.jobs - 1)],
+        "burst": [0.0] * args.burst,
+    }
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    report: dict[str, Any] = {"label": args.label, "pool_nodes": pool, "args": settings}
+    for name, gaps in workloads.items():
+        print(f"{args.label}: workload {name}, {len(gaps)} jobs", flush=True)
+        result = run_workload(exp, gaps, args.sleep, pool)
+        frame = result.pop("frame")
+        report[name] = result
+        print(json.dumps(result, indent=2), flush=True)
+        if args.out and len(frame):
+            base = args.out / f"{args.label}-{name}"
+            dataset.write(base.with_suffix(".parquet"), frame, overhead.COLUMNS)
+            labels = frame["job_id"].astype(str) + " " + frame["node"].astype(str)
+            plot.stacked_parts(
+                frame.assign(row=labels),
+                overhead.PARTS,
+                base.with_suffix(".png"),
+                label="row",
+                title=f"{args.label}, {name}: from submit to start",
+            )
+    if args.out:
+        write_text(
+            args.out / f"{args.label}.json", json.dumps(report, indent=2, default=str) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
