@@ -29,7 +29,6 @@ import argparse
 import json
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +41,7 @@ import numpy as np
 from elastic.atomic import write_bytes, write_text
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
+from elastic.remote import ssh
 from elastic.sim.schedule import Schedule, simulate
 from elastic.sim.traces import public
 from elastic.sim.traces.condor import load_condor_submit
@@ -68,16 +68,8 @@ class Exp:
         self.ssh_config = exp.ssh_config_path
 
     def sh(self, node: str, command: str) -> str:
-        done = subprocess.run(
-            ["ssh", "-F", str(self.ssh_config), node, command],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{node}: {command}: {done.stderr.strip()}")
-        return done.stdout
+        """``command``'s output on ``node``, through the library's SSH seam."""
+        return ssh.run(self.ssh_config, node, command, timeout=600)
 
     def manager(self) -> Any:
         return open_manager(self.inventory, self.ssh_config)

@@ -31,7 +31,6 @@ import argparse
 import json
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ import pandas as pd
 
 from elastic.atomic import write_text
 from elastic.bench import dataset, plot
+from elastic.remote import ssh
 from elastic.slurm import overhead
 from elastic.testbed import experiment as experiments
 from elastic.testbed import provisioning
@@ -56,16 +56,8 @@ class Exp:
         self.ssh_config = exp.ssh_config_path
 
     def sh(self, command: str) -> str:
-        done = subprocess.run(
-            ["ssh", "-F", str(self.ssh_config), "head", command],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"head: {command}: {done.stderr.strip()}")
-        return done.stdout
+        """``command``'s output on the head, through the library's SSH seam."""
+        return ssh.run(self.ssh_config, "head", command, timeout=600)
 
 
 def pool_at_rest(exp: Exp) -> bool:

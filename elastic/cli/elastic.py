@@ -197,11 +197,10 @@ def overhead_cmd(
 
 def _on_local_testbed(name: str) -> bool:
     """The experiment's nodes are the local testbed's, whose provisioning queue ptc can read."""
-    return (
-        experiments.exists(name)
-        and experiments.load(name).testbed == capacity.TESTBED
-        and not experiments.load(name).adopted
-    )
+    if not experiments.exists(name):
+        return False
+    exp = experiments.load(name)
+    return exp.testbed == capacity.TESTBED and not exp.adopted
 
 
 @app.command("reclaim")
