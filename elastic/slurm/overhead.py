@@ -148,6 +148,10 @@ def rows(
             else:
                 slot_wait = testbed = 0.0
                 queued = False
+            # a job that started before the client's poll saw its node register did not wait
+            # for that poll: the lag comes off registration, not off the parts before it
+            register = t.get("register", 0.0)
+            lag = max(0.0, resume.ended - job.start)
             parts = {
                 "slurm_to_resume_s": resume.started - job.submit,
                 "manager_s": manager,
@@ -155,8 +159,8 @@ def rows(
                 "testbed_s": testbed,
                 "network_ssh_s": power_on - slot_wait - testbed,
                 "configure_s": t.get("playbook", 0.0),
-                "register_s": t.get("register", 0.0),
-                "slurm_to_start_s": job.start - resume.ended,
+                "register_s": register - min(lag, register),
+                "slurm_to_start_s": job.start - resume.ended + min(lag, register),
             }
             total = job.start - job.submit
             out.append(
@@ -175,16 +179,23 @@ def rows(
     return out
 
 
+# The client notices a registration at its next poll of Slurm, so its resume can end after
+# the job it woke has started: by a poll (two seconds) and an sinfo call, more under load.
+POLL_LAG_S = 15.0
+
+
 def _resume_of(node: str, job: Job, resumes: Sequence[Resume]) -> Resume | None:
-    """The resume that brought ``node`` up for ``job``: the last one to end, with the node
-    ready, between the job's submission and its start (a second after, for the start's
-    whole-second rounding)."""
+    """The resume that brought ``node`` up for ``job``: the last one, with the node ready, to
+    start between the job's submission and its start (a second either side, for accounting's
+    whole seconds) and to end no later than the client's poll lag after the start."""
     found = [
         r
         for r in resumes
-        if node in r.ready and r.started >= job.submit - 1.0 and r.ended <= job.start + 1.0
+        if node in r.ready
+        and job.submit - 1.0 <= r.started <= job.start + 1.0
+        and r.ended <= job.start + POLL_LAG_S
     ]
-    return max(found, key=lambda r: r.ended, default=None)
+    return max(found, key=lambda r: r.started, default=None)
 
 
 def collect(

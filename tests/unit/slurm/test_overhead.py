@@ -77,6 +77,25 @@ def test_a_node_already_up_or_another_jobs_resume_gives_no_row() -> None:
     assert overhead.rows([later, other], [resume]) == []
 
 
+def test_a_job_that_started_before_the_client_saw_its_node_register_keeps_its_row() -> None:
+    """Slurm starts the job as slurmd registers; the client's poll notices a few seconds
+    later and only then ends its resume. The lag is not the job's wait."""
+    job = Job("108", 1000.0, 1040.0, ("node-2",))
+    resume = Resume(
+        1002.0,
+        1043.0,  # three seconds after the job's start
+        ("node-2",),
+        {"manager": 0.5, "power_on": 20.0, "playbook": 15.0, "register": 5.5, "total": 41.0},
+    )
+    (row,) = overhead.rows([job], [resume])
+    assert row["register_s"] == 2.5 and row["slurm_to_start_s"] == 0.0
+    assert all(row[k] >= 0 for k in overhead.PARTS), row
+    assert sum(row[k] for k in overhead.PARTS) == row["submit_to_start_s"] == 40.0
+    # a resume that ended long after the start brought the node up for some later job
+    late = Resume(1002.0, 1040.0 + overhead.POLL_LAG_S + 1, ("node-2",), resume.timings)
+    assert overhead.rows([job], [late]) == []
+
+
 def test_without_the_testbed_log_the_whole_power_on_is_network_and_ssh() -> None:
     job = Job("107", 1000.0, 1040.0, ("node-0",))
     resume = Resume(1001.0, 1039.0, ("node-0",), {"manager": 1.0, "power_on": 12.0, "total": 38})
