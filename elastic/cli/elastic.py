@@ -1,6 +1,7 @@
 """`ptc elastic`: the elastic manager of an experiment from the command line (status, reclaim,
 acquire, release, events), lending pool machines to another experiment (acquire --into,
-release) and reconciling the manager's pool with the testbed (reconcile).
+release), reconciling the manager's pool with the testbed (reconcile), and where resumed jobs'
+waits went (overhead, :mod:`elastic.slurm.overhead`).
 
 ``ptc elastic status NAME`` finds the manager in the experiment (the first ``config_server``
 host), reads the token it needs over SSH and talks to the manager through an SSH forward

@@ -4,7 +4,9 @@ Each checks the node names against the experiment's manifest (an unknown node is
 naming it, before anything changes), asks the experiment's backend, and reports events with
 the time of every step. The testbed is the truth of a node's power state: nothing is kept
 here. Operations on one experiment run one at a time (a lock file in its directory), since
-each rewires the experiment's shared network namespace and records."""
+each rewires the experiment's shared network namespace and records. On the local testbed, the
+ones that provision (power on, reload, allocate) also wait for their turn under the testbed's
+provisioning limits (:mod:`elastic.testbed.provisioning`), in parts no larger than the limits."""
 
 from __future__ import annotations
 
