@@ -93,7 +93,7 @@ def stacked_parts(
     ax.invert_yaxis()
     ax.set_xlabel("seconds from submit to start")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     if title:
         ax.set_title(title)
     fig.tight_layout()
