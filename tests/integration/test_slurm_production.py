@@ -154,11 +154,12 @@ def test_a_job_no_partition_could_hold_is_refused_with_the_reason(deployed: Path
         (f"-n{cpus + 1}", f"it asks for {cpus + 1} CPUs and partition main has {cpus} in all"),
         (
             f"-c{largest_cpus + 1}",
-            f"{largest_cpus + 1} CPUs on one node and the largest node has {largest_cpus}",
+            f"it asks for {largest_cpus + 1} CPUs on one node and the largest node has "
+            f"{largest_cpus}",
         ),
         (
             f"--mem={largest_mb + 1}",
-            f"{largest_mb + 1} MB on one node and the largest node has {largest_mb} MB",
+            f"it asks for {largest_mb + 1} MB on one node and the largest node has {largest_mb} MB",
         ),
     ]:
         out = ssh(deployed, "head", as_ptc(f"sbatch {options} --wrap true"), check=False)

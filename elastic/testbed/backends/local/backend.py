@@ -571,7 +571,19 @@ class LocalBackend:
                 host_dir = exp.node_dir(node.client_id) / "blockstores" / store.name
                 host_dir.mkdir(parents=True, exist_ok=True)
                 args += ["--volume", f"{host_dir}:{store.mount}"]
-        podman.run(*args, ref, "/sbin/init")
+        try:
+            podman.run(*args, ref, "/sbin/init")
+        except TestbedError:
+            # A directory a mask covers was removed between the check above and runc's mount
+            # (someone's `rm -rf state` meanwhile): the container exists, created but not
+            # started. Make the mount point again and start it, as a power on does.
+            created = podman.inspect(name)
+            missing = [t for t in privileges.mask_targets(created or {}) if not t.is_dir()]
+            if created is None or not missing:
+                raise
+            for target in missing:
+                target.mkdir(parents=True, exist_ok=True)
+            podman.run("start", name)
         info = podman.inspect(name)
         if info is None or not info["State"]["Running"]:
             raise TestbedError(f"node {node.client_id}: container {name} did not start")
