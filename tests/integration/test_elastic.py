@@ -967,6 +967,66 @@ def test_a_pool_node_is_lent_to_a_second_experiment_and_slurm_grows_into_it_agai
     assert done["nnodes"] == "4" and node in expand(expdir, done["nodes"])
 
 
+# -- per-job provisioning (Multiverse): a node goes back as soon as its job ends --------------
+PER_JOB_VARS = [*EXTRAVARS, "elastic_per_job=true"]
+
+
+def test_per_job_each_job_gets_a_node_provisioned_for_it_and_gives_it_back_at_its_end(
+    leaves_pool_idle: Path, ptc: Any, tmp_path: Path
+) -> None:
+    """Instant per-job provisioning: with the power operation, a job's node is started for it
+    and powered down as soon as the job ends (its epilog asks Slurm, no SuspendTime wait), so a
+    second job on the same node waits for a provisioning of its own. Only the head (slurm.conf,
+    the client) and node-0 (its epilog) are deployed; the jobs run on node-0."""
+    expdir = leaves_pool_idle
+    deploy(ptc, "head,node-0", PER_JOB_VARS)
+    try:
+        _per_job_runs_on_node_0(expdir, ptc, tmp_path)
+    finally:
+        # Epilog names a glob the other pool nodes' kept disks do not have yet: off again
+        deploy(ptc, "head", EXTRAVARS)
+
+
+def deploy(ptc: Any, limit: str, extravars: list[str]) -> None:
+    args = ["deploy", NAME, "--limit", limit]
+    for extra in extravars:
+        args += ["-e", extra]
+    proc = ptc(*args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _per_job_runs_on_node_0(expdir: Path, ptc: Any, tmp_path: Path) -> None:
+    assert "/etc/slurm/epilog.d/*" in ssh(expdir, "head", "scontrol show config").stdout
+    wait_for("the pool at rest", lambda: all_back_in_pool(expdir), 240, 5)
+    since = time.time()
+    ran = []
+    for _ in range(2):
+        job_id = sbatch(expdir, "-N1 -w node-0", "cat /proc/sys/kernel/random/boot_id")
+        done = wait_for(
+            f"job {job_id} to complete",
+            lambda j=job_id: (a := sacct(expdir, j)).get("state") == "COMPLETED" and a,
+            300,
+        )
+        ran.append(job_id)
+        # given back at once, not after SuspendTime: powered off, with the epilog's reason
+        given_back = wait_for(
+            f"node-0 powered down after job {job_id}",
+            lambda: slurm_nodes(expdir)["node-0"][0] == "idle~" and slurm_nodes(expdir)["node-0"],
+            SUSPEND_TIME + 60,
+            2,
+        )
+        assert given_back[1] == f"ptc: per-job, job {job_id} ended", given_back
+        assert done["exit"] == "0:0", done
+    # each job waited for a provisioning of its own: a taxonomy row each, on node-0
+    out = tmp_path / "overhead"
+    shown = ptc("elastic", "overhead", NAME, "--out", str(out), "--since", str(since - 1))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    frame = pd.read_parquet(out / "overhead.parquet")
+    rows = frame[frame["job_id"].astype(str).isin(ran)]
+    assert sorted(rows["job_id"].astype(str)) == sorted(ran), frame
+    assert set(rows["node"]) == {"node-0"} and (rows["testbed_s"] > 0).all(), rows
+
+
 # -- release: the pool's idle machines go back to the testbed, for anyone ---------------------
 # The partition switches to node_operation release (the head's part of a deploy is enough: the
 # client and slurm.conf live there). A fresh disk is configured whole at resume, so Slurm waits
@@ -975,6 +1035,8 @@ RELEASE_VARS = [
     *(v for v in EXTRAVARS if not v.startswith("elastic_node_operation=")),
     "elastic_node_operation=release",
     "slurm_power_save_resume_timeout=600",
+    # full per-job provisioning: a fresh disk configured whole for each job, parked at its end
+    "elastic_per_job=true",
 ]
 
 
@@ -1037,10 +1099,11 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
         5,
     )
     assert done["nodes"] == "node-1" and done["exit"] == "0:0", done
-    # idle again, the machine goes back to the testbed
+    # its job done, the machine goes back to the testbed at once (per-job), not after SuspendTime
     wait_for(
         "node-1 parked again",
         lambda: node_states(NAME).get("node-1") == "parked",
         SUSPEND_TIME + 300,
         5,
     )
+    assert slurm_nodes(expdir)["node-1"][1] == f"ptc: per-job, job {job_id} ended"

@@ -28,6 +28,7 @@ TEMPLATES = (
     "ptc-healthcheck.conf",
     "slurmrestd.conf",
     "ptc-slurm-mail",
+    "ptc-per-job-epilog",
 )
 
 INVENTORY = """
@@ -229,6 +230,27 @@ def test_power_saving_keeps_the_excluded_nodes_up(tmp_path: Path) -> None:
     nothing = render(tmp_path / "none", {"slurm_power_save_enabled": True})
     assert lines(nothing["head-slurm.conf"], "SuspendExcNodes") == []
     assert all(n.endswith("State=CLOUD") for n in lines(nothing["head-slurm.conf"], "NodeName"))
+
+
+def test_per_job_power_saving_powers_a_pool_node_down_from_its_epilog(tmp_path: Path) -> None:
+    """Per-job: Epilog is the glob over epilog.d (the site's epilog and the power down); the
+    power down acts on pool nodes only, never on the partition's minimum."""
+    out = render(
+        tmp_path,
+        {
+            "slurm_power_save_enabled": True,
+            "slurm_power_save_exclude_nodes": ["node-0"],
+            "slurm_power_save_per_job": True,
+            "slurm_epilog": "#!/bin/sh\ntrue\n",
+        },
+    )
+    assert value(out["head-slurm.conf"], "Epilog") == "/etc/slurm/epilog.d/*"
+    script = out["node-1-ptc-per-job-epilog"]
+    assert 'case " node-1 " in' in script and "State=POWER_DOWN_ASAP" in script
+    assert script.rstrip().endswith("exit 0"), "a failing epilog would drain the node"
+    (tmp_path / "off").mkdir()
+    off = render(tmp_path / "off", {"slurm_power_save_per_job": True})
+    assert lines(off["head-slurm.conf"], "Epilog") == [], "per-job without power saving"
 
 
 def test_mail_requests_are_recorded_when_there_is_no_mailer(
