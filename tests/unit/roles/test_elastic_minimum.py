@@ -109,3 +109,42 @@ def test_the_fact_is_the_managers_minimum() -> None:
     assert fact["ansible.builtin.set_fact"] == {"elastic_minimum_nodes": "{{ __elastic_minimum }}"}
     assert "__elastic_minimum" in (role / "templates" / "manager.yml.j2").read_text()
     assert "elastic_min_nodes" not in SITE.read_text()
+
+
+def run_minimum_play(tmp_path: Path, **extra: object) -> subprocess.CompletedProcess[str]:
+    """site.yml's play that takes the minimum (and checks per-job), on a small inventory."""
+    (tmp_path / "site.yml").write_text(
+        yaml.safe_dump([site_play("Elastic partition's minimum")], sort_keys=False)
+    )
+    inventory = {
+        "all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+            "children": {g: {"hosts": {h: {} for h in hosts}} for g, hosts in GROUPS.items()},
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = dict(
+        os.environ,
+        ANSIBLE_ROLES_PATH=str(REPO_ROOT / "roles"),
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+        ANSIBLE_NOCOLOR="1",
+    )
+    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
+    args += ["-e", json.dumps(extra), "site.yml"]
+    return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(
+    ("operation", "refused"), [("none", True), ("power", False), ("release", False)]
+)
+def test_per_job_without_an_operation_to_provision_with_is_refused_before_any_node_changes(
+    tmp_path: Path, operation: str, refused: bool
+) -> None:
+    run = run_minimum_play(
+        tmp_path, ptc_elastic=True, elastic_per_job=True, elastic_node_operation=operation
+    )
+    if refused:
+        assert run.returncode != 0, run.stdout[-3000:]
+        assert "elastic_per_job needs elastic_node_operation power" in run.stdout, run.stdout
+    else:
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
