@@ -5,7 +5,9 @@
 
 For each size N and each variant it brings up 1 head + N compute nodes (fresh containers from
 the warm node image), runs site.yml twice (a fresh cluster, then a run that must change
-nothing) and takes the experiment down. A variant is a set of speed-ups: ``plain`` is Ansible's
+nothing), then deploys a third time as `ptc deploy` does by default (each node's record of
+its last deploy checked: when all are up to date, Ansible does not run) and takes the
+experiment down. A variant is a set of speed-ups: ``plain`` is Ansible's
 own linear strategy on the bare image (a fresh Debian: every role installs its packages),
 ``mitogen`` the same through mitogen's strategy (`ptc deploy`'s default), ``prepared`` mitogen
 on the prepared image (the roles' packages installed; `ptc up`'s default locally). Variants
@@ -112,10 +114,13 @@ def timed_deploy(
     console: Console,
     mitogen: bool,
     limit: str | None = None,
+    skip_if_current: bool = False,
 ) -> None:
     started, began = time.monotonic(), time.time()
     try:
-        result = runner.deploy(Target.of_experiment(exp), limit=limit, mitogen=mitogen)
+        result = runner.deploy(
+            Target.of_experiment(exp), limit=limit, mitogen=mitogen, skip_if_current=skip_if_current
+        )
     except Exception as err:  # a failed run is a figure too; keep going with the next size
         row.seconds, row.failed = time.monotonic() - started, -1
         rows.append(row)
@@ -137,9 +142,11 @@ def measure(
     mitogen, image = VARIANTS[variant]
     exp = lifecycle.up(PROFILE, {"computeNodeCount": str(size)}, name, "local", None, image=image)
     try:
-        for run in ("first", "no-op"):
+        for run in ("first", "no-op", "up to date"):
+            # "no-op" runs the playbook (--full); "up to date" is `ptc deploy`'s own check of
+            # each node's record, which skips Ansible when nothing changed
             timed_deploy(exp, Row(size, variant, run, 0, 0, 0, 0, os.getloadavg()), rows, console,
-                         mitogen)  # fmt: skip
+                         mitogen, skip_if_current=run == "up to date")  # fmt: skip
         if add_node:
             late = f"node-{size}"
             exp, _ = lifecycle.modify(name, {"computeNodeCount": str(size + 1)})
@@ -166,11 +173,17 @@ def markdown(rows: list[Row], variants: list[str], sizes: list[int], note: str) 
         out += ["", "Ratios plain / variant (above 1: the variant is faster):", ""]
         for size in sizes:
             for variant in (v for v in variants if v != "plain"):
-                for run in ("first", "no-op"):
+                for run in ("first", "no-op", "up to date"):
                     a, b = (_seconds(rows, size, v, run) for v in ("plain", variant))
                     if a and b:
                         out.append(f"- 1+{size} {run}: plain {a:.1f}s / {variant} {b:.1f}s "
                                    f"= {a / b:.2f}")  # fmt: skip
+    out += ["", "Ratios no-op run / up-to-date check (the playbook skipped):", ""]
+    for size in sizes:
+        for variant in variants:
+            a, b = (_seconds(rows, size, variant, run) for run in ("no-op", "up to date"))
+            if a and b:
+                out.append(f"- 1+{size} {variant}: {a:.1f}s / {b:.1f}s = {a / b:.1f}")
     for variant in variants:
         base = _seconds(rows, sizes[0], variant, "first")
         for size in sizes[1:]:
@@ -196,7 +209,7 @@ def plot(rows: list[Row], variants: list[str], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for variant in variants:
-        for run, style in (("first", "-o"), ("no-op", "--s")):
+        for run, style in (("first", "-o"), ("no-op", "--s"), ("up to date", ":^")):
             points = sorted((r.size, r.seconds) for r in rows
                             if r.variant == variant and r.run == run and r.failed >= 0)  # fmt: skip
             if points:

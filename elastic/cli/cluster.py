@@ -65,8 +65,18 @@ def deploy(
     no_mitogen: Annotated[
         bool, typer.Option("--no-mitogen", help="Ansible's own strategy (also: PTC_MITOGEN=0)")
     ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="run the playbook even when every node is up to date with its inputs"
+        ),
+    ] = False,
 ) -> None:
-    """Run the playbook on an experiment's nodes (ansible-runner), with progress and a recap."""
+    """Run the playbook on an experiment's nodes (ansible-runner), with progress and a recap.
+
+    Without --limit or --full, nodes last deployed from the same inputs (playbook, roles,
+    inventory, variables), with nothing changed on them since, are left as they are: when all
+    are, Ansible does not run at all."""
     from elastic.deploy import runner
     from elastic.deploy.target import Target
 
@@ -81,7 +91,15 @@ def deploy(
             extravars,
             on_event,
             mitogen=False if no_mitogen else None,
+            skip_if_current=not full,
         )
+    if result.up_to_date:
+        err_console.print(
+            f"[green]{result.describe()}[/]; `ptc deploy {exp.name} --full` runs "
+            "the playbook anyway"
+        )
+        control_cli.ensure(exp)
+        return
     table = Table(title=f"{exp.name}: {result.playbook}", show_header=True)
     for column in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
         table.add_column(column, justify="left" if column == "host" else "right")

@@ -1,6 +1,9 @@
 """`ptc deploy`: run a playbook against a target's inventory through ansible-runner.
 
-Every run keeps its events, stdout and a summary in ``RUNS/<timestamp>-<playbook>/``. Facts are
+Every run keeps its events, stdout and a summary in ``RUNS/<timestamp>-<playbook>/``. Asked to
+(``skip_if_current``, as ``ptc deploy`` does unless ``--full``), a run whose inputs every node
+was last deployed from, with nothing changed on the nodes since, skips Ansible altogether
+(:mod:`elastic.deploy.stamp`); its summary says so and why any other run was needed. Facts are
 cached in the target's fact cache so that a run limited to a few hosts (adding a compute node)
 still renders slurm.conf with the facts of every node. Progress goes to ``on_event`` (topic
 ``deploy``): a STATUS per task, a PROGRESS per result with the per-host counts in ``data``.
@@ -17,21 +20,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from ansible_runner import Runner, RunnerConfig
 from ansible_runner.utils import signal_handler
 
 from elastic import atomic, paths
-from elastic.deploy import first_contact, secrets
+from elastic.deploy import first_contact, secrets, stamp
 from elastic.deploy.events import Failure, HostCounts, Tracker
 from elastic.deploy.target import Target
-from elastic.errors import DeployError, NotFoundError, RemoteTimeout, TaskFailure
+from elastic.errors import DeployError, NotFoundError, PtcError, RemoteTimeout, TaskFailure
 from elastic.events import OnEvent, Reporter
 from elastic.remote import ssh
+from elastic.remote.select import Hosts, select
 
 DEFAULT_PLAYBOOK = "site.yml"
 JOURNAL_LINES = 30
 # PTC_MITOGEN=0 (or `ptc deploy --no-mitogen`) runs Ansible's own linear strategy.
 MITOGEN_ENV = "PTC_MITOGEN"
+# The elastic role's default elastic_wheelhouse: the wheels it installs are a run's input too.
+WHEELHOUSE = Path.home() / ".cache" / "ptc-elastic" / "wheels"
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class DeployResult:
     elapsed_s: float
     status: str
     hosts: dict[str, HostCounts]
+    # every node was up to date: Ansible did not run
+    up_to_date: bool = False
 
     @property
     def changed(self) -> int:
@@ -51,6 +60,11 @@ class DeployResult:
         return sum(h.failed + h.unreachable for h in self.hosts.values())
 
     def describe(self) -> str:
+        if self.up_to_date:
+            return (
+                f"{len(self.hosts)} hosts up to date (last deployed from these inputs, nothing "
+                f"changed since): nothing to run, in {self.elapsed_s:.1f}s"
+            )
         ok = sum(h.ok for h in self.hosts.values())
         return (
             f"{len(self.hosts)} hosts: {ok} ok, {self.changed} changed, {self.failed} failed "
@@ -64,6 +78,7 @@ class DeployResult:
             "elapsed_s": round(self.elapsed_s, 2),
             "status": self.status,
             "changed": self.changed,
+            "up_to_date": self.up_to_date,
             "hosts": {name: counts.as_dict() for name, counts in self.hosts.items()},
         }
 
@@ -86,10 +101,12 @@ def deploy(
     extravars: Mapping[str, Any] | None = None,
     on_event: OnEvent | None = None,
     mitogen: bool | None = None,
+    skip_if_current: bool = False,
 ) -> DeployResult:
     """Run ``playbook`` on the target; raise DeployError naming host, task and message.
 
     ``mitogen`` (default: on unless PTC_MITOGEN=0) runs it with mitogen's strategy.
+    ``skip_if_current`` skips the run when every node is up to date (no ``limit``).
     """
     book = resolve_playbook(playbook)
     run_dir = target.new_run_dir(book.stem)
@@ -116,6 +133,34 @@ def deploy(
     given = dict(extravars or {})
     if given:
         atomic.write_json(run_dir / "extravars.json", secrets.redacted(given))
+    hosts = first_contact.inventory_hosts(target.inventory)
+    label = _label(book)
+    inputs = stamp.fingerprint(book, target.inventory, given, wheels=WHEELHOUSE)
+    why_run: dict[str, str] = {}
+    if skip_if_current and limit is None:
+        report.status(f"checking whether {len(hosts)} hosts are up to date")
+        why_run = {
+            h: why for h, why in stamp.probe(target.ssh_config, hosts, inputs, label).items() if why
+        }
+        if not why_run:
+            result = DeployResult(
+                label,
+                run_dir,
+                time.monotonic() - started,
+                "up to date",
+                {h: HostCounts() for h in hosts},
+                up_to_date=True,
+            )
+            atomic.write_json(run_dir / "summary.json", result.as_dict())
+            report.end(result.describe(), status=result.status)
+            return result
+        for host, why in sorted(why_run.items()):
+            report.status(f"{host}: to deploy: {why}")
+    # A run that stops half-way, or runs on some hosts only, must leave none of its hosts
+    # claiming inputs it was not wholly deployed from. The hosts a limit leaves out keep
+    # theirs: they did not change, and their stamps name the inventory they were deployed with.
+    for host, why in stamp.clear(target.ssh_config, _run_on(hosts, limit, target)).items():
+        report.warning(f"{host}: could not clear its deploy record ({why})")
     with secrets.private_vars_file(given) as vars_file:
         config = RunnerConfig(
             private_data_dir=str(run_dir),
@@ -140,17 +185,19 @@ def deploy(
         runner = Runner(config, event_handler=on_ansible_event, cancel_callback=signal_handler())
         runner.run()
     result = DeployResult(
-        playbook=str(
-            book.relative_to(paths.REPO_ROOT) if book.is_relative_to(paths.REPO_ROOT) else book
-        ),
+        playbook=label,
         run_dir=run_dir,
         elapsed_s=time.monotonic() - started,
         status=str(runner.status),
         hosts=tracker.final(),
     )
-    atomic.write_json(run_dir / "summary.json", result.as_dict())
+    atomic.write_json(run_dir / "summary.json", {**result.as_dict(), "why_run": why_run})
+    succeeded = runner.status == "successful" and not result.failed
+    if succeeded and limit is None:
+        for host, why in stamp.record(target.ssh_config, hosts, inputs, label).items():
+            report.warning(f"{host}: could not record its deploy ({why}): the next one runs")
     report.end(result.describe(), **_progress_data(tracker, started), status=result.status)
-    if runner.status != "successful" or result.failed:
+    if not succeeded:
         failures = tracker.fatal_failures()
         raise DeployError(
             _failure_report(target, failures, runner, run_dir),
@@ -158,6 +205,22 @@ def deploy(
             str(run_dir),
         )
     return result
+
+
+def _run_on(hosts: list[str], limit: str | None, target: Target) -> list[str]:
+    """The hosts a run with ``limit`` may change: every host when the limit uses more of
+    Ansible's pattern language (``!``, ``&``, ``:``) than ptc's selectors."""
+    if limit is None:
+        return hosts
+    try:
+        inventory = Hosts.from_inventory(yaml.safe_load(target.inventory.read_text()) or {})
+        return select(limit, inventory)
+    except PtcError:
+        return hosts
+
+
+def _label(book: Path) -> str:
+    return str(book.relative_to(paths.REPO_ROOT) if book.is_relative_to(paths.REPO_ROOT) else book)
 
 
 def _progress_data(tracker: Tracker, started: float) -> dict[str, Any]:

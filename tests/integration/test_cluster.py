@@ -214,6 +214,31 @@ def test_second_deploy_changes_nothing(deployed: Path) -> None:
     )
 
 
+def test_a_redeploy_with_nothing_changed_skips_ansible_and_a_stopped_service_is_seen(
+    deployed: Path, ptc: Runner
+) -> None:
+    """After a deploy that succeeded everywhere, `ptc deploy` with the same inputs finds every
+    node up to date and runs nothing; a service stopped by hand on one node is named, and the
+    run it causes starts it again."""
+    again, _ = timed(ptc, "deploy", NAME)
+    assert again.returncode == 0, again.stderr[-4000:]
+    summary = last_summary(deployed)
+    assert summary["up_to_date"] is True and summary["status"] == "up to date", summary
+    assert "up to date" in again.stderr and "--full" in again.stderr, again.stderr[-2000:]
+    ssh(deployed, "node-0", "systemctl stop slurmd")
+    repaired = ptc("deploy", NAME)
+    assert repaired.returncode == 0, repaired.stderr[-4000:]
+    summary = last_summary(deployed)
+    assert summary["up_to_date"] is False, summary
+    assert summary["why_run"] == {  # type: ignore[comparison-overlap]
+        "node-0": "stopped since its last deploy: slurmd.service"
+    }, summary["why_run"]
+    assert ssh(deployed, "node-0", "systemctl is-active slurmd").stdout.strip() == "active"
+    # the run that repaired it recorded the node again: the next deploy has nothing to do
+    assert ptc("deploy", NAME).returncode == 0
+    assert last_summary(deployed)["up_to_date"] is True
+
+
 def test_verify_from_python_reports_through_a_callback(deployed: Path) -> None:
     events: list[Event] = []
     result = verifier.verify(Target.of_experiment(experiments.load(NAME)), collect(events))
@@ -309,7 +334,7 @@ def test_petsc_from_packages_solves_across_ranks(deployed: Path, ptc: Runner) ->
     assert "Release Version 3." in out and "ranks 2, unknowns 2000, KSP cg" in out, out
     error = float(out.rsplit("error", 1)[1])
     assert error < 1e-6, out  # the exact solution is known: all ones
-    proc = ptc("deploy", NAME, "--playbook", book)
+    proc = ptc("deploy", NAME, "--playbook", book, "--full")
     assert proc.returncode == 0 and last_summary(deployed, "petsc")["changed"] == 0
 
 

@@ -1,0 +1,250 @@
+"""Whether a deploy would change nothing: each node's record of what it was last deployed from.
+
+A deploy that succeeded on every host of the inventory leaves on each node a root-only stamp:
+a fingerprint of the run's inputs, and the services running when it ended. The inputs are
+everything on the workstation the playbook reads: the playbook, the repository's roles,
+plugins, playbooks, Ansible settings and the ``elastic`` package the nodes run, the
+inventory, the extra variables and the wheels the elastic role installs.
+
+The next deploy of the same playbook skips Ansible when every node holds a stamp of the same
+fingerprint and nothing on the node moved since:
+
+- no file under the configuration Ansible writes (``/etc``, ``/opt``, ``/usr/local``) and no
+  package (dpkg's status) changed after the stamp;
+- no service that ran at the stamp has stopped, and no unit has failed.
+
+Anything else runs the playbook, naming for each node why. Before a run the stamps are taken
+away, so a run that fails half-way (or runs on some hosts only: ``--limit``) leaves no node
+claiming the inputs it was not fully deployed from; only a run that succeeded on every host
+records new ones. The check over-approximates change on purpose: a file a service rewrites
+after the deploy, or a node rebooted (podman rewrites ``/etc/hosts``), means a full run, never
+a skipped one.
+
+The stamp holds a hash of the extra variables, secret ones included; it lives root-only on
+the nodes, which hold those secrets in the clear anyway, and never in a run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from elastic import paths
+from elastic.errors import RemoteTimeout
+from elastic.remote import ssh
+
+STAMP = "/var/lib/ptc/deployed.json"
+# What a playbook writes, where a change by hand (or by a later playbook) must be seen.
+WATCHED = ("/etc", "/opt", "/usr/local", "/var/lib/dpkg/status")
+# The repository's parts a playbook run reads (besides the playbook itself).
+INPUT_DIRS = ("roles", "plugins", "inventories", "elastic")
+INPUT_GLOBS = ("*.yml", "ansible.cfg", "pyproject.toml")
+SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
+TIMEOUT_S = 60.0
+MAX_PARALLEL = 16
+
+# Runs on the node (python3, which Ansible needs there anyway), from standard input: the
+# stamp, the first watched file newer than it, the failed units, the stamp's services that
+# are not active. Arguments: the stamp's path, then the watched paths.
+PROBE_SCRIPT = r"""
+import json, os, subprocess, sys
+
+def units(*args):
+    try:
+        out = subprocess.run(["systemctl", *args, "--no-legend", "--plain"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+def newer(paths, since):
+    for top in paths:
+        if os.path.isfile(top):
+            if os.lstat(top).st_mtime > since:
+                return top
+            continue
+        device = os.lstat(top).st_dev if os.path.isdir(top) else None
+        for here, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if os.lstat(os.path.join(here, d)).st_dev == device]
+            for name in files:
+                path = os.path.join(here, name)
+                try:
+                    if os.lstat(path).st_mtime > since:
+                        return path
+                except OSError:
+                    continue
+    return ""
+
+stamp_path, watched = sys.argv[1], sys.argv[2:]
+try:
+    with open(stamp_path) as f:
+        stamp = json.load(f)
+    since = os.stat(stamp_path).st_mtime
+except (OSError, ValueError):
+    print(json.dumps({"stamp": None}))
+    sys.exit(0)
+services = [s for s in stamp.get("services", []) if isinstance(s, str)] if isinstance(stamp, dict) else []
+active = set(units("list-units", "--type=service", "--state=active"))
+print(json.dumps({
+    "stamp": stamp,
+    "newer": newer(watched, since),
+    "failed": units("list-units", "--state=failed"),
+    "inactive": [s for s in services if s not in active],
+}))
+"""
+
+# Writes the stamp atomically, root-only, with the services active now. The record's text
+# is put into the script (standard input), not on a command line the node's users can read.
+RECORD_SCRIPT = r"""
+import json, os, subprocess, sys, tempfile
+stamp_path, record = sys.argv[1], json.loads(RECORD)
+try:
+    out = subprocess.run(["systemctl", "list-units", "--type=service", "--state=active",
+                          "--no-legend", "--plain"], capture_output=True, text=True,
+                         timeout=30).stdout
+except (OSError, subprocess.SubprocessError):
+    out = ""
+record["services"] = [line.split()[0] for line in out.splitlines() if line.strip()]
+os.makedirs(os.path.dirname(stamp_path), mode=0o755, exist_ok=True)
+fd, tmp = tempfile.mkstemp(dir=os.path.dirname(stamp_path), prefix=".deployed-")
+with os.fdopen(fd, "w") as f:
+    json.dump(record, f)
+    f.flush()
+    os.fsync(f.fileno())
+os.replace(tmp, stamp_path)
+"""
+
+
+def fingerprint(
+    playbook: Path,
+    inventory: Path,
+    extravars: Mapping[str, Any],
+    *,
+    root: Path = paths.REPO_ROOT,
+    wheels: Path | None = None,
+) -> str:
+    """The hash of a run's inputs (see the module's docstring)."""
+    digest = hashlib.sha256()
+
+    def add(label: str, data: bytes) -> None:
+        digest.update(f"{label}\0{len(data)}\0".encode())
+        digest.update(data)
+
+    add(
+        "playbook",
+        str(playbook.relative_to(root) if playbook.is_relative_to(root) else playbook).encode(),
+    )
+    add("playbook-text", playbook.read_bytes())
+    for path in _input_files(root):
+        add(str(path.relative_to(root)), path.read_bytes())
+    add("inventory", inventory.read_bytes())
+    add("extravars", json.dumps(extravars, sort_keys=True, default=str).encode())
+    add("ansible-core", metadata.version("ansible-core").encode())
+    if wheels is not None and wheels.is_dir():
+        for wheel in sorted(wheels.glob("*.whl")):
+            add(f"wheel {wheel.name}", str(wheel.stat().st_size).encode())
+    return digest.hexdigest()
+
+
+def _input_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for pattern in INPUT_GLOBS:
+        found += [p for p in root.glob(pattern) if p.is_file()]
+    for name in INPUT_DIRS:
+        found += [
+            p
+            for p in (root / name).rglob("*")
+            if p.is_file()
+            and not any(part in SKIPPED_PARTS for part in p.parts)
+            and p.suffix != ".pyc"
+        ]
+    return sorted(set(found))
+
+
+def why_not_current(output: str, wanted: str, playbook: str) -> str:
+    """From one node's probe output: why it is not up to date, or "" when it is."""
+    try:
+        facts = json.loads(output.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return "its deploy record could not be read"
+    stamp = facts.get("stamp") if isinstance(facts, dict) else None
+    if not stamp:
+        return "no record of a completed deploy"
+    if not isinstance(stamp, dict) or "fingerprint" not in stamp:
+        return "its deploy record is unreadable"
+    if stamp["fingerprint"] != wanted:
+        last = stamp.get("playbook", "?")
+        if last != playbook:
+            return f"last deployed with {last}, not {playbook}"
+        return "deployed from other inputs (roles, inventory or variables changed)"
+    if facts.get("newer"):
+        return f"{facts['newer']} changed after its last deploy"
+    if facts.get("failed"):
+        return f"failed units: {' '.join(facts['failed'])}"
+    if facts.get("inactive"):
+        return f"stopped since its last deploy: {' '.join(facts['inactive'])}"
+    return ""
+
+
+def probe(ssh_config: Path, hosts: Sequence[str], wanted: str, playbook: str) -> dict[str, str]:
+    """{host: why it is not up to date}; "" for each host that is."""
+    command = "python3 - " + " ".join(shlex.quote(a) for a in (STAMP, *WATCHED))
+
+    def one(host: str) -> tuple[str, str]:
+        try:
+            done = ssh.execute(
+                ssh_config, host, command, stdin=PROBE_SCRIPT, timeout=TIMEOUT_S, connect_timeout=10
+            )
+        except RemoteTimeout:
+            return host, "did not answer in time"
+        if done.returncode != 0:
+            return host, f"not checked ({(done.error_text.strip() or 'ssh failed')[-200:]})"
+        return host, why_not_current(done.text, wanted, playbook)
+
+    return dict(_each(one, hosts))
+
+
+def clear(ssh_config: Path, hosts: Iterable[str]) -> dict[str, str]:
+    """Take the stamps away before a run; {host: why not} where that failed (an unreachable
+    host is the run's to report: it fails there, and gets no new stamp)."""
+    command = f"rm -f {shlex.quote(STAMP)}"
+
+    def one(host: str) -> tuple[str, str]:
+        try:
+            done = ssh.execute(ssh_config, host, command, timeout=TIMEOUT_S, connect_timeout=10)
+        except RemoteTimeout:
+            return host, "timed out"
+        return host, "" if done.returncode == 0 else done.error_text.strip()[-200:]
+
+    return {h: why for h, why in _each(one, list(hosts)) if why}
+
+
+def record(ssh_config: Path, hosts: Iterable[str], wanted: str, playbook: str) -> dict[str, str]:
+    """Stamp every host after a run that succeeded on all of them; {host: why not} where that
+    failed (the deploy itself succeeded: the next one there is simply a full run)."""
+    body = json.dumps({"fingerprint": wanted, "playbook": playbook, "time": time.time()})
+    script = f"RECORD = {body!r}\n" + RECORD_SCRIPT
+    command = f"python3 - {shlex.quote(STAMP)}"
+
+    def one(host: str) -> tuple[str, str]:
+        try:
+            done = ssh.execute(ssh_config, host, command, stdin=script, timeout=TIMEOUT_S)
+        except RemoteTimeout:
+            return host, "timed out"
+        return host, "" if done.returncode == 0 else done.error_text.strip()[-200:]
+
+    return {h: why for h, why in _each(one, list(hosts)) if why}
+
+
+def _each(fn: Callable[[str], tuple[str, str]], hosts: Sequence[str]) -> list[tuple[str, str]]:
+    if not hosts:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(hosts))) as pool:
+        return list(pool.map(fn, hosts))

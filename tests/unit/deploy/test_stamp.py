@@ -1,0 +1,130 @@
+"""A deploy's record on each node: what the fingerprint covers, and what the node-side scripts
+(run here with this machine's python3, as ssh runs them there) find and write."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from elastic.deploy import stamp
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "roles" / "munge" / "tasks").mkdir(parents=True)
+    (root / "roles" / "munge" / "tasks" / "main.yml").write_text("- name: one\n")
+    (root / "elastic" / "__pycache__").mkdir(parents=True)
+    (root / "elastic" / "a.py").write_text("x = 1\n")
+    (root / "site.yml").write_text("- hosts: all\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "t.py").write_text("pass\n")
+    (root / "hosts.yml").write_text("all: {hosts: {head: {}}}\n")
+    return root
+
+
+def print_of(repo: Path, **extravars: object) -> str:
+    return stamp.fingerprint(repo / "site.yml", repo / "hosts.yml", extravars, root=repo)
+
+
+def test_the_fingerprint_covers_the_runs_inputs_and_nothing_else(repo: Path) -> None:
+    first = print_of(repo, a=1)
+    assert print_of(repo, a=1) == first
+    # not inputs of a run: tests, compiled Python
+    (repo / "tests" / "t.py").write_text("changed\n")
+    (repo / "elastic" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert print_of(repo, a=1) == first
+    # inputs: the variables, a role's file, the package the nodes run, the inventory
+    assert print_of(repo, a=2) != first
+    assert print_of(repo) != first
+    for path, text in (
+        (repo / "roles" / "munge" / "tasks" / "main.yml", "- name: two\n"),
+        (repo / "elastic" / "a.py", "x = 2\n"),
+        (repo / "hosts.yml", "all: {hosts: {head: {}, node-0: {}}}\n"),
+    ):
+        before = print_of(repo, a=1)
+        path.write_text(text)
+        assert print_of(repo, a=1) != before, path
+
+
+def run_script(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-", *args], input=script, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def probe_here(path: Path, watched: Path, wanted: str, playbook: str = "site.yml") -> str:
+    return stamp.why_not_current(
+        run_script(stamp.PROBE_SCRIPT, str(path), str(watched)), wanted, playbook
+    )
+
+
+def record_here(path: Path, wanted: str, playbook: str = "site.yml") -> None:
+    record = json.dumps({"fingerprint": wanted, "playbook": playbook, "time": time.time()})
+    run_script(f"RECORD = {record!r}\n" + stamp.RECORD_SCRIPT, str(path))
+
+
+def test_a_node_is_current_until_a_watched_file_changes_after_its_record(tmp_path: Path) -> None:
+    etc = tmp_path / "etc"
+    (etc / "slurm").mkdir(parents=True)
+    conf = etc / "slurm" / "slurm.conf"
+    conf.write_text("ClusterName=a\n")
+    past = time.time() - 60
+    os.utime(conf, (past, past))
+    path = tmp_path / "var" / "deployed.json"
+    assert probe_here(path, etc, "f1") == "no record of a completed deploy"
+    record_here(path, "f1")
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text())["fingerprint"] == "f1"
+    assert not list(path.parent.glob(".deployed-*")), "the temporary file stays behind"
+    assert probe_here(path, etc, "f1") == ""
+    assert probe_here(path, etc, "f2") == (
+        "deployed from other inputs (roles, inventory or variables changed)"
+    )
+    assert probe_here(path, etc, "f2", "hpgmg.yml") == "last deployed with site.yml, not hpgmg.yml"
+    later = path.stat().st_mtime + 5
+    os.utime(conf, (later, later))
+    assert probe_here(path, etc, "f1") == f"{conf} changed after its last deploy"
+
+
+def test_an_unreadable_record_or_a_stopped_service_or_a_failed_unit_means_a_run() -> None:
+    current = {"stamp": {"fingerprint": "f", "playbook": "site.yml"}, "newer": ""}
+    assert stamp.why_not_current(json.dumps(current), "f", "site.yml") == ""
+    assert stamp.why_not_current("not json", "f", "site.yml") == (
+        "its deploy record could not be read"
+    )
+    odd = {**current, "stamp": ["f"]}
+    assert stamp.why_not_current(json.dumps(odd), "f", "site.yml") == (
+        "its deploy record is unreadable"
+    )
+    stopped = {**current, "inactive": ["slurmd.service"]}
+    assert stamp.why_not_current(json.dumps(stopped), "f", "site.yml") == (
+        "stopped since its last deploy: slurmd.service"
+    )
+    failed = {**current, "failed": ["munge.service"]}
+    assert stamp.why_not_current(json.dumps(failed), "f", "site.yml") == (
+        "failed units: munge.service"
+    )
+
+
+def test_a_corrupt_record_on_the_node_reads_as_none(tmp_path: Path) -> None:
+    path = tmp_path / "deployed.json"
+    path.write_text('{"fingerprint": ')
+    assert probe_here(path, tmp_path, "f") == "no record of a completed deploy"
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs OpenSSH's client")
+def test_an_unreachable_host_is_named_not_current(tmp_path: Path) -> None:
+    config = tmp_path / "ssh_config"
+    # a port on loopback nothing listens on: refused at once
+    config.write_text("Host ghost\n  HostName 127.0.0.1\n  Port 9\n  ConnectTimeout 2\n")
+    why = stamp.probe(config, ["ghost"], "f", "site.yml")
+    assert why["ghost"].startswith("not checked ("), why
