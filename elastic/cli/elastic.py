@@ -417,6 +417,12 @@ def _describe(event: dict[str, Any]) -> str:
             f"{d['reclamation']}: forced {', '.join(d['forced']) or 'none'}; killed "
             f"{killed or 'none'}; wasted {d['wasted_cycles']:.0f} node-s"
         )
+    if kind == "resume-reported":
+        steps = ", ".join(f"{k} {float(v):.1f} s" for k, v in d.get("timings", {}).items())
+        failed = "; ".join(f"{n}: {why}" for n, why in d.get("failed", {}).items())
+        return f"{d['partition']}: ready {', '.join(d.get('ready', [])) or 'none'} ({steps})" + (
+            f"; failed {failed}" if failed else ""
+        )
     if "nodes" in d and isinstance(d["nodes"], list):
         return f"{d.get('partition', '')}: {', '.join(str(n) for n in d['nodes'])}"
     return ", ".join(f"{k}={v}" for k, v in d.items())

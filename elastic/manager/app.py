@@ -41,6 +41,7 @@ from elastic.manager.model import (
     NodeValue,
     PreemptionRecord,
     Reclamation,
+    ResumeReport,
 )
 from elastic.service import lifespan_running
 
@@ -332,6 +333,16 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
     ) -> ReleaseOut:
         with request_key(key):
             return ReleaseOut(released=manager.delete_nodes(who, partition, req.nodes))
+
+    @app.post(
+        "/v1/partitions/{partition}/resumes",
+        response_model=Ok,
+        summary="Report what a resume did and how long each step took (the event log keeps it)",
+    )
+    def report_resume(partition: Name, req: ResumeReport, who: Caller, key: RequestKey) -> Ok:
+        with request_key(key):
+            manager.report_resume(who, partition, req)
+        return Ok()
 
     @app.put(
         "/v1/partitions/{partition}/values", response_model=ValuesOut, summary="SetResourceValues"

@@ -334,6 +334,22 @@ class ManagerClient:
         result: dict[str, Any] = self._call("GET", f"/v1/reclamations/{rec_id}")
         return result
 
+    def report_resume(
+        self,
+        partition: str,
+        nodes: Sequence[str],
+        ready: Sequence[str],
+        failed: Mapping[str, str],
+        timings: Mapping[str, float],
+    ) -> None:
+        body = {
+            "nodes": list(nodes),
+            "ready": list(ready),
+            "failed": dict(failed),
+            "timings": {k: max(0.0, float(v)) for k, v in timings.items()},
+        }
+        self._call("POST", f"/v1/partitions/{partition}/resumes", json=body)
+
     def report_jobs(self, rec_id: str, jobs: Sequence[JobReport]) -> None:
         reports = [job.model_dump(mode="json") for job in jobs]
         self._call("POST", f"/v1/reclamations/{rec_id}/jobs", json={"jobs": reports})

@@ -41,6 +41,7 @@ from elastic.manager.model import (
     Partition,
     PreemptionRecord,
     Reclamation,
+    ResumeReport,
     State,
 )
 from elastic.manager.reclamation import iso
@@ -542,6 +543,29 @@ class Manager:
             f"reclamation {rec.id}: {', '.join(rec.chosen)} of {partition} by {iso(rec.deadline)}"
         )
         return rec
+
+    def report_resume(
+        self, caller: Principal, partition: str, report: ResumeReport | Mapping[str, Any]
+    ) -> None:
+        """A partition's account of one resume (see ResumeReport), as a "resume-reported"
+        event: which nodes came up, which failed, and how long each step took."""
+        done = report if isinstance(report, ResumeReport) else ResumeReport.model_validate(report)
+        now = self.clock()
+
+        def change(state: State) -> None:
+            self._partition(state, partition, "partition")
+            caller.require_partition(partition, "report the resumes of")
+            state.append(
+                now,
+                "resume-reported",
+                partition=partition,
+                nodes=done.nodes,
+                ready=done.ready,
+                failed=done.failed,
+                timings=done.timings,
+            )
+
+        self._update(change, type(None))
 
     def report_jobs(
         self,

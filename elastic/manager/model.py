@@ -54,6 +54,26 @@ class JobReport(BaseModel):
     detail: str = Field(default="", max_length=1000)
 
 
+ModelNodeName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
+StepName = Annotated[str, Field(pattern=r"^[a-z][a-z_]{0,31}$")]
+
+
+class ResumeReport(BaseModel):
+    """What one ResumeProgram call did, reported by the Slurm client when it ends: the nodes
+    Slurm asked for, those that came up, those that failed (why), and the seconds of each
+    step (manager, power_on, playbook, register, total). The manager's event log keeps it:
+    the client's part of the overhead taxonomy of every resume."""
+
+    nodes: list[ModelNodeName] = Field(min_length=1, max_length=10000)
+    ready: list[ModelNodeName] = Field(default_factory=list, max_length=10000)
+    failed: dict[ModelNodeName, Annotated[str, Field(max_length=300)]] = Field(
+        default_factory=dict, max_length=10000
+    )
+    timings: dict[StepName, Annotated[float, Field(ge=0, le=1e7)]] = Field(
+        default_factory=dict, max_length=16
+    )
+
+
 class PreemptionRecord(BaseModel):
     """A partition's latest preemption vector, as received."""
 

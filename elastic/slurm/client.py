@@ -237,8 +237,24 @@ class SlurmElasticClient:
                 self.report.warning(f"{node}: the resume was called off: powered down ({state})")
                 failed[node] = f"called off: powered down ({state})"
         timings["total"] = self.clock() - started
+        self._report_resume(nodes, ready, failed, timings)
         self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
         return HookResult(ready, failed, timings)
+
+    def _report_resume(
+        self, nodes: list[str], ready: list[str], failed: dict[str, str], timings: dict[str, float]
+    ) -> None:
+        """The resume's steps to the manager's event log; best effort: the resume is done."""
+        try:
+            self.manager.report_resume(
+                self.partition,
+                nodes,
+                ready,
+                {n: why[:300] for n, why in failed.items()},
+                timings,
+            )
+        except PtcError as err:
+            self.report.warning(f"the manager did not take the resume's report: {_short(err)}")
 
     def _add(self, nodes: list[str], failed: dict[str, str]) -> list[str]:
         try:

@@ -296,6 +296,10 @@ def test_a_burst_under_a_provisioning_limit_waits_its_turn_and_all_of_it_runs(
         assert abs(parts - row["submit_to_start_s"]) < 1.0, row
         assert row["testbed_s"] > 0 and row["configure_s"] > 0, row
     assert (out / "overhead.png").stat().st_size > 0
+    # the client's part of each resume is in the manager's event log too
+    reported = [e for e in events(expdir, "resume-reported") if e["time"] >= since - 1]
+    assert {n for e in reported for n in e["data"]["ready"]} >= set(frame["node"]), reported
+    assert all(e["data"]["timings"]["total"] > 0 for e in reported), reported
 
 
 def start_one_by_one(expdir: Path, scripts: list[str]) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ import stat
 import pytest
 from manager_env import NODES, T0, Env
 
+from elastic.cli.elastic import _describe as describe
 from elastic.manager.client import ManagerClient, ReferenceClient
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
 
@@ -428,3 +429,33 @@ def test_events_paging(env: Env) -> None:
     assert tail.json() == all_events[-1:]
     r = env.http.get("/v1/events", params={"since": -1}, headers=env.auth(env.ref))
     assert r.status_code == 422 and r.json()["field"] == "since"
+
+
+def test_a_partition_reports_its_resumes_to_the_event_log_and_only_its_own(env: Env) -> None:
+    body = {
+        "nodes": ["node-0", "node-1"],
+        "ready": ["node-0"],
+        "failed": {"node-1": "power on failed: no machine"},
+        "timings": {"manager": 0.1, "power_on": 3.5, "total": 4.0},
+    }
+    r = env.http.post("/v1/partitions/slurm/resumes", json=body, headers=env.auth(env.slurm))
+    assert r.status_code == 200, r.text
+    (event,) = [e for e in env.http.get("/v1/events", headers=env.auth(env.admin)).json()
+                if e["kind"] == "resume-reported"]  # fmt: skip
+    assert event["data"] == {"partition": "slurm", **body}
+    assert describe(event) == (
+        "slurm: ready node-0 (manager 0.1 s, power_on 3.5 s, total 4.0 s); "
+        "failed node-1: power on failed: no machine"
+    )
+    # another partition's token may not report for this one; an unknown partition is named
+    r = env.http.post("/v1/partitions/slurm/resumes", json=body, headers=env.auth(env.ref))
+    assert r.status_code == 403, r.text
+    r = env.http.post("/v1/partitions/nope/resumes", json=body, headers=env.auth(env.admin))
+    assert r.status_code == 404 and "nope" in r.text, r.text
+    # a step's name or seconds out of shape: refused, naming the field
+    for bad in ({"timings": {"Power On": 1.0}}, {"timings": {"total": -1}}, {"nodes": []}):
+        r = env.http.post(
+            "/v1/partitions/slurm/resumes", json={**body, **bad}, headers=env.auth(env.slurm)
+        )
+        assert r.status_code == 422, r.text
+        assert next(iter(bad)) in r.text, r.text

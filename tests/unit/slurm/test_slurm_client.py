@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 from slurm_env import NODES, T0, World
 
 from elastic.errors import InputError, PtcError
+from elastic.events import Event, Kind, Reporter, collect
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
 from elastic.slurm.commands import Slurm
 from elastic.slurm.queue import parse_squeue
@@ -183,6 +184,42 @@ def test_resume_adds_configures_and_waits_for_slurmd(world: World) -> None:
     ]
     assert world.owners()["node-0"] == "slurm" and world.owners()["node-1"] == "slurm"
     assert world.clock.t == T0 + 4  # two polls of 2 s before slurmd registered
+
+
+def test_every_resume_is_reported_to_the_managers_event_log_with_its_steps(world: World) -> None:
+    world.slurm.register_after = 2
+    world.client.resume("node-[0-1]")
+    world.prov.fail = "configure"
+    world.client.resume("node-2")
+    reported = [e for e in world.manager.events(0, 1000) if e["kind"] == "resume-reported"]
+    assert [(e["data"]["nodes"], e["data"]["ready"]) for e in reported] == [
+        (["node-0", "node-1"], ["node-0", "node-1"]),
+        (["node-2"], []),
+    ]
+    first, second = (e["data"] for e in reported)
+    assert first["partition"] == "slurm" and first["failed"] == {}
+    assert first["timings"]["register"] == 4.0  # two polls of 2 s on the fake clock
+    assert set(first["timings"]) == {"manager", "power_on", "playbook", "register", "total"}
+    assert second["failed"]["node-2"].startswith("configure failed")
+
+
+def test_a_manager_that_refuses_the_report_does_not_fail_the_resume(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[Event] = []
+    world.client.report = Reporter("slurm-elastic", collect(events))
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PtcError("503: the manager is not the leader")
+
+    monkeypatch.setattr(world.client.manager, "report_resume", refuse)
+    result = world.client.resume("node-0")
+    assert result.ready == ["node-0"] and result.failed == {}
+    assert world.owners()["node-0"] == "slurm"
+    warnings = [e.message for e in events if e.kind is Kind.WARNING]
+    assert warnings == [
+        "the manager did not take the resume's report: 503: the manager is not the leader"
+    ]
 
 
 def test_resume_playbook_failure_marks_down_with_the_task_and_gives_back(world: World) -> None:
