@@ -108,6 +108,8 @@ def deploy(
             host, str(c.ok), str(c.changed), str(c.failed), str(c.unreachable), str(c.skipped)
         )
     console.print(table)
+    for host, why in sorted(result.why_run.items()):
+        err_console.print(f"ran for {host}: {why}")
     err_console.print(f"[green]deployed[/] {result.describe()}; run: {result.run_dir}")
     control_cli.ensure(exp)
 

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ class DeployResult:
     hosts: dict[str, HostCounts]
     # every node was up to date: Ansible did not run
     up_to_date: bool = False
+    # why it ran, per node found not up to date (empty when it was not asked to check)
+    why_run: dict[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> int:
@@ -79,6 +81,7 @@ class DeployResult:
             "status": self.status,
             "changed": self.changed,
             "up_to_date": self.up_to_date,
+            "why_run": self.why_run,
             "hosts": {name: counts.as_dict() for name, counts in self.hosts.items()},
         }
 
@@ -190,8 +193,9 @@ def deploy(
         elapsed_s=time.monotonic() - started,
         status=str(runner.status),
         hosts=tracker.final(),
+        why_run=why_run,
     )
-    atomic.write_json(run_dir / "summary.json", {**result.as_dict(), "why_run": why_run})
+    atomic.write_json(run_dir / "summary.json", result.as_dict())
     succeeded = runner.status == "successful" and not result.failed
     if succeeded and limit is None:
         for host, why in stamp.record(target.ssh_config, hosts, inputs, label).items():

@@ -233,6 +233,8 @@ def test_a_redeploy_with_nothing_changed_skips_ansible_and_a_stopped_service_is_
     assert summary["why_run"] == {  # type: ignore[comparison-overlap]
         "node-0": "stopped since its last deploy: slurmd.service"
     }, summary["why_run"]
+    shown = " ".join(repaired.stderr.split())
+    assert "ran for node-0: stopped since its last deploy: slurmd.service" in shown, shown[-2000:]
     assert ssh(deployed, "node-0", "systemctl is-active slurmd").stdout.strip() == "active"
     # the run that repaired it recorded the node again: the next deploy has nothing to do
     assert ptc("deploy", NAME).returncode == 0
