@@ -4,7 +4,8 @@ A deploy that succeeded on every host of the inventory leaves on each node a roo
 a fingerprint of the run's inputs, and the services running when it ended. The inputs are
 everything on the workstation the playbook reads: the playbook, the repository's roles,
 plugins, playbooks, Ansible settings and the ``elastic`` package the nodes run, the
-inventory, the extra variables and the wheels the elastic role installs.
+inventory with the group_vars and host_vars beside it, the extra variables, ansible-core's
+version and the wheels the elastic role installs.
 
 The next deploy of the same playbook skips Ansible when every node holds a stamp of the same
 fingerprint and nothing on the node moved since:
@@ -64,6 +65,12 @@ def units(*args):
         return []
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
+def same_device(path, device):
+    try:
+        return os.lstat(path).st_dev == device
+    except OSError:
+        return False
+
 def newer(paths, since):
     for top in paths:
         if os.path.isfile(top):
@@ -72,7 +79,7 @@ def newer(paths, since):
             continue
         device = os.lstat(top).st_dev if os.path.isdir(top) else None
         for here, dirs, files in os.walk(top):
-            dirs[:] = [d for d in dirs if os.lstat(os.path.join(here, d)).st_dev == device]
+            dirs[:] = [d for d in dirs if same_device(os.path.join(here, d), device)]
             for name in files:
                 path = os.path.join(here, name)
                 try:
@@ -145,6 +152,11 @@ def fingerprint(
     for path in _input_files(root):
         add(str(path.relative_to(root)), path.read_bytes())
     add("inventory", inventory.read_bytes())
+    # Ansible reads the group_vars and host_vars beside the inventory file too
+    for kind in ("group_vars", "host_vars"):
+        here = inventory.parent / kind
+        for path in sorted(p for p in here.rglob("*") if p.is_file()) if here.is_dir() else []:
+            add(f"inventory {path.relative_to(inventory.parent)}", path.read_bytes())
     add("extravars", json.dumps(extravars, sort_keys=True, default=str).encode())
     add("ansible-core", metadata.version("ansible-core").encode())
     if wheels is not None and wheels.is_dir():

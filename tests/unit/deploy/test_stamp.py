@@ -48,7 +48,9 @@ def test_the_fingerprint_covers_the_runs_inputs_and_nothing_else(repo: Path) -> 
         (repo / "roles" / "munge" / "tasks" / "main.yml", "- name: two\n"),
         (repo / "elastic" / "a.py", "x = 2\n"),
         (repo / "hosts.yml", "all: {hosts: {head: {}, node-0: {}}}\n"),
+        (repo / "group_vars" / "all" / "testbed.yml", "ptc_testbed: local\n"),
     ):
+        path.parent.mkdir(parents=True, exist_ok=True)
         before = print_of(repo, a=1)
         path.write_text(text)
         assert print_of(repo, a=1) != before, path
