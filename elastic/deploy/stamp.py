@@ -12,7 +12,7 @@ fingerprint and nothing on the node moved since:
 
 - no file under the configuration Ansible writes (``/etc``, ``/opt``, ``/usr/local``) and no
   package (dpkg's status) changed after the stamp;
-- no service that ran at the stamp has stopped, and no unit has failed.
+- no service that ran at the stamp has stopped, and no unit failed that had not failed then.
 
 Anything else runs the playbook, naming for each node why. Before a run the stamps are taken
 away, so a run that fails half-way (or runs on some hosts only: ``--limit``) leaves no node
@@ -52,8 +52,8 @@ TIMEOUT_S = 60.0
 MAX_PARALLEL = 16
 
 # Runs on the node (python3, which Ansible needs there anyway), from standard input: the
-# stamp, the first watched file newer than it, the failed units, the stamp's services that
-# are not active. Arguments: the stamp's path, then the watched paths.
+# stamp, the first watched file newer than it, the units failed now but not at the stamp, the
+# stamp's services that are not active. Arguments: the stamp's path, then the watched paths.
 PROBE_SCRIPT = r"""
 import json, os, subprocess, sys
 
@@ -97,28 +97,38 @@ try:
 except (OSError, ValueError):
     print(json.dumps({"stamp": None}))
     sys.exit(0)
-services = [s for s in stamp.get("services", []) if isinstance(s, str)] if isinstance(stamp, dict) else []
+def listed(key):
+    values = stamp.get(key, []) if isinstance(stamp, dict) else []
+    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+
 active = set(units("list-units", "--type=service", "--state=active"))
 print(json.dumps({
     "stamp": stamp,
     "newer": newer(watched, since),
-    "failed": units("list-units", "--state=failed"),
-    "inactive": [s for s in services if s not in active],
+    "failed": [u for u in units("list-units", "--state=failed") if u not in listed("failed")],
+    "inactive": [s for s in listed("services") if s not in active],
 }))
 """
 
-# Writes the stamp atomically, root-only, with the services active now. The record's text
+# Writes the stamp atomically, root-only, with the services active and the units failed now.
+# The record's text
 # is put into the script (standard input), not on a command line the node's users can read.
 RECORD_SCRIPT = r"""
 import json, os, subprocess, sys, tempfile
 stamp_path, record = sys.argv[1], json.loads(RECORD)
-try:
-    out = subprocess.run(["systemctl", "list-units", "--type=service", "--state=active",
-                          "--no-legend", "--plain"], capture_output=True, text=True,
-                         timeout=30).stdout
-except (OSError, subprocess.SubprocessError):
-    out = ""
-record["services"] = [line.split()[0] for line in out.splitlines() if line.strip()]
+
+def units(*args):
+    try:
+        out = subprocess.run(["systemctl", *args, "--no-legend", "--plain"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+record["services"] = units("list-units", "--type=service", "--state=active")
+# a unit failed at the deploy's end (one the node's container cannot run) is the node's
+# normal: only a unit failing after it is a change
+record["failed"] = units("list-units", "--state=failed")
 os.makedirs(os.path.dirname(stamp_path), mode=0o755, exist_ok=True)
 fd, tmp = tempfile.mkstemp(dir=os.path.dirname(stamp_path), prefix=".deployed-")
 with os.fdopen(fd, "w") as f:
@@ -199,7 +209,7 @@ def why_not_current(output: str, wanted: str, playbook: str) -> str:
     if facts.get("newer"):
         return f"{facts['newer']} changed after its last deploy"
     if facts.get("failed"):
-        return f"failed units: {' '.join(facts['failed'])}"
+        return f"failed since its last deploy: {' '.join(facts['failed'])}"
     if facts.get("inactive"):
         return f"stopped since its last deploy: {' '.join(facts['inactive'])}"
     return ""

@@ -56,22 +56,72 @@ def test_the_fingerprint_covers_the_runs_inputs_and_nothing_else(repo: Path) -> 
         assert print_of(repo, a=1) != before, path
 
 
-def run_script(script: str, *args: str) -> str:
+def run_script(script: str, *args: str, env: dict[str, str] | None = None) -> str:
     done = subprocess.run(
-        [sys.executable, "-", *args], input=script, capture_output=True, text=True, check=True
+        [sys.executable, "-", *args],
+        input=script,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     return done.stdout
 
 
-def probe_here(path: Path, watched: Path, wanted: str, playbook: str = "site.yml") -> str:
+def probe_here(
+    path: Path,
+    watched: Path,
+    wanted: str,
+    playbook: str = "site.yml",
+    env: dict[str, str] | None = None,
+) -> str:
     return stamp.why_not_current(
-        run_script(stamp.PROBE_SCRIPT, str(path), str(watched)), wanted, playbook
+        run_script(stamp.PROBE_SCRIPT, str(path), str(watched), env=env), wanted, playbook
     )
 
 
-def record_here(path: Path, wanted: str, playbook: str = "site.yml") -> None:
+def record_here(
+    path: Path, wanted: str, playbook: str = "site.yml", env: dict[str, str] | None = None
+) -> None:
     record = json.dumps({"fingerprint": wanted, "playbook": playbook, "time": time.time()})
-    run_script(f"RECORD = {record!r}\n" + stamp.RECORD_SCRIPT, str(path))
+    run_script(f"RECORD = {record!r}\n" + stamp.RECORD_SCRIPT, str(path), env=env)
+
+
+def fake_systemctl(tmp_path: Path, failed: list[str], active: list[str]) -> dict[str, str]:
+    """An environment whose systemctl (a stand-in for the node's, on PATH) lists these units."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / "systemctl"
+    tool.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        f'  *--state=failed*) for u in {" ".join(failed)}; do echo "$u loaded failed x"; done ;;\n'
+        f'  *--state=active*) for u in {" ".join(active)}; do echo "$u loaded active x"; done ;;\n'
+        "esac\n"
+    )
+    tool.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_a_unit_failed_at_the_deploy_is_the_nodes_normal_one_failing_after_it_is_not(
+    tmp_path: Path,
+) -> None:
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    path = tmp_path / "deployed.json"
+    # at the deploy's end a mount the container cannot make had failed; slurmd ran
+    at_deploy = fake_systemctl(tmp_path, ["run-rpc_pipefs.mount"], ["slurmd.service"])
+    record_here(path, "f", env=at_deploy)
+    recorded = json.loads(path.read_text())
+    assert recorded["failed"] == ["run-rpc_pipefs.mount"]
+    assert recorded["services"] == ["slurmd.service"]
+    assert probe_here(path, etc, "f", env=at_deploy) == ""
+    later = fake_systemctl(tmp_path, ["run-rpc_pipefs.mount", "munge.service"], [])
+    assert probe_here(path, etc, "f", env=later) == "failed since its last deploy: munge.service"
+    stopped = fake_systemctl(tmp_path, ["run-rpc_pipefs.mount"], [])
+    assert probe_here(path, etc, "f", env=stopped) == (
+        "stopped since its last deploy: slurmd.service"
+    )
 
 
 def test_a_node_is_current_until_a_watched_file_changes_after_its_record(tmp_path: Path) -> None:
@@ -113,7 +163,7 @@ def test_an_unreadable_record_or_a_stopped_service_or_a_failed_unit_means_a_run(
     )
     failed = {**current, "failed": ["munge.service"]}
     assert stamp.why_not_current(json.dumps(failed), "f", "site.yml") == (
-        "failed units: munge.service"
+        "failed since its last deploy: munge.service"
     )
 
 
