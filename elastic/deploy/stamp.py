@@ -51,10 +51,9 @@ SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
 TIMEOUT_S = 60.0
 MAX_PARALLEL = 16
 
-# Runs on the node (python3, which Ansible needs there anyway), from standard input: the
-# stamp, the first watched file newer than it, the units failed now but not at the stamp, the
-# stamp's services that are not active. Arguments: the stamp's path, then the watched paths.
-PROBE_SCRIPT = r"""
+# The node-side scripts' shared start: systemd's units in a state, as names (none when
+# systemctl cannot answer).
+_UNITS = r"""
 import json, os, subprocess, sys
 
 def units(*args):
@@ -64,7 +63,14 @@ def units(*args):
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.split()[0] for line in out.splitlines() if line.strip()]
+"""
 
+# Runs on the node (python3, which Ansible needs there anyway), from standard input: the
+# stamp, the first watched file newer than it, the units failed now but not at the stamp, the
+# stamp's services that are not active. Arguments: the stamp's path, then the watched paths.
+PROBE_SCRIPT = (
+    _UNITS
+    + r"""
 def same_device(path, device):
     try:
         return os.lstat(path).st_dev == device
@@ -109,22 +115,16 @@ print(json.dumps({
     "inactive": [s for s in listed("services") if s not in active],
 }))
 """
+)
 
 # Writes the stamp atomically, root-only, with the services active and the units failed now.
-# The record's text
-# is put into the script (standard input), not on a command line the node's users can read.
-RECORD_SCRIPT = r"""
-import json, os, subprocess, sys, tempfile
+# The record's text is put into the script (standard input), not on a command line the
+# node's users can read.
+RECORD_SCRIPT = (
+    _UNITS
+    + r"""
+import tempfile
 stamp_path, record = sys.argv[1], json.loads(RECORD)
-
-def units(*args):
-    try:
-        out = subprocess.run(["systemctl", *args, "--no-legend", "--plain"],
-                             capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
-
 record["services"] = units("list-units", "--type=service", "--state=active")
 # a unit failed at the deploy's end (one the node's container cannot run) is the node's
 # normal: only a unit failing after it is a change
@@ -137,6 +137,7 @@ with os.fdopen(fd, "w") as f:
     os.fsync(f.fileno())
 os.replace(tmp, stamp_path)
 """
+)
 
 
 def fingerprint(
