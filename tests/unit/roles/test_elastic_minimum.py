@@ -25,6 +25,35 @@ def site_play(name: str) -> dict[str, Any]:
     return next(p for p in plays if p["name"] == name)
 
 
+def run_plays(
+    tmp_path: Path,
+    plays: list[dict[str, Any]],
+    groups: dict[str, list[str]],
+    extra: dict[str, object],
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook on ``plays``, against an inventory of ``groups`` reached locally."""
+    (tmp_path / "site.yml").write_text(yaml.safe_dump(plays, sort_keys=False))
+    inventory = {
+        "all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+            "children": {g: {"hosts": {h: {} for h in hosts}} for g, hosts in groups.items()},
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    environment = dict(
+        os.environ,
+        ANSIBLE_ROLES_PATH=str(REPO_ROOT / "roles"),
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+        **env,
+    )
+    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
+    args += ["-e", json.dumps(extra), "site.yml"]
+    return subprocess.run(
+        args, cwd=tmp_path, env=environment, capture_output=True, text=True, check=False
+    )
+
+
 def what_site_gives(
     tmp_path: Path, groups: dict[str, list[str]], **extra: object
 ) -> dict[str, Any]:
@@ -47,25 +76,13 @@ def what_site_gives(
             }
         ],
     }
-    (tmp_path / "site.yml").write_text(
-        yaml.safe_dump([site_play("Elastic partition's minimum"), show], sort_keys=False)
-    )
-    inventory = {
-        "all": {
-            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-            "children": {g: {"hosts": {h: {} for h in hosts}} for g, hosts in groups.items()},
-        }
-    }
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(
-        os.environ,
-        ANSIBLE_ROLES_PATH=str(REPO_ROOT / "roles"),
+    run = run_plays(
+        tmp_path,
+        [site_play("Elastic partition's minimum"), show],
+        groups,
+        extra,
         ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
     )
-    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
-    args += ["-e", json.dumps(extra), "site.yml"]
-    run = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     tasks = json.loads(run.stdout)["plays"][-1]["tasks"]
     return {host: r["msg"] for host, r in tasks[-1]["hosts"].items()}
@@ -113,25 +130,8 @@ def test_the_fact_is_the_managers_minimum() -> None:
 
 def run_minimum_play(tmp_path: Path, **extra: object) -> subprocess.CompletedProcess[str]:
     """site.yml's play that takes the minimum (and checks per-job), on a small inventory."""
-    (tmp_path / "site.yml").write_text(
-        yaml.safe_dump([site_play("Elastic partition's minimum")], sort_keys=False)
-    )
-    inventory = {
-        "all": {
-            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-            "children": {g: {"hosts": {h: {} for h in hosts}} for g, hosts in GROUPS.items()},
-        }
-    }
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(
-        os.environ,
-        ANSIBLE_ROLES_PATH=str(REPO_ROOT / "roles"),
-        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-        ANSIBLE_NOCOLOR="1",
-    )
-    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
-    args += ["-e", json.dumps(extra), "site.yml"]
-    return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    plays = [site_play("Elastic partition's minimum")]
+    return run_plays(tmp_path, plays, GROUPS, extra, ANSIBLE_NOCOLOR="1")
 
 
 @pytest.mark.parametrize(
