@@ -128,15 +128,16 @@ def deploy(
                 report.progress(tracker.tasks_started, **_progress_data(tracker, started))
         return True  # keep the event in the run directory
 
+    inventory = Hosts.from_inventory(yaml.safe_load(target.inventory.read_text()) or {})
+    hosts = list(inventory.hosts)
     use_mitogen = mitogen_enabled() if mitogen is None else mitogen
     if use_mitogen and first_contact.records_at_first_contact(target.ssh_config):
         report.status("first contact: recording the host keys of nodes not reached before")
-        first_contact.make(target.ssh_config, first_contact.inventory_hosts(target.inventory))
+        first_contact.make(target.ssh_config, hosts)
 
     given = dict(extravars or {})
     if given:
         atomic.write_json(run_dir / "extravars.json", secrets.redacted(given))
-    hosts = first_contact.inventory_hosts(target.inventory)
     label = _label(book)
     inputs = stamp.fingerprint(book, target.inventory, given, wheels=WHEELHOUSE)
     why_run: dict[str, str] = {}
@@ -162,7 +163,7 @@ def deploy(
     # A run that stops half-way, or runs on some hosts only, must leave none of its hosts
     # claiming inputs it was not wholly deployed from. The hosts a limit leaves out keep
     # theirs: they did not change, and their stamps name the inventory they were deployed with.
-    for host, why in stamp.clear(target.ssh_config, _run_on(hosts, limit, target)).items():
+    for host, why in stamp.clear(target.ssh_config, _run_on(inventory, limit)).items():
         report.warning(f"{host}: could not clear its deploy record ({why})")
     with secrets.private_vars_file(given) as vars_file:
         config = RunnerConfig(
@@ -211,16 +212,15 @@ def deploy(
     return result
 
 
-def _run_on(hosts: list[str], limit: str | None, target: Target) -> list[str]:
+def _run_on(inventory: Hosts, limit: str | None) -> list[str]:
     """The hosts a run with ``limit`` may change: every host when the limit uses more of
     Ansible's pattern language (``!``, ``&``, ``:``) than ptc's selectors."""
     if limit is None:
-        return hosts
+        return list(inventory.hosts)
     try:
-        inventory = Hosts.from_inventory(yaml.safe_load(target.inventory.read_text()) or {})
         return select(limit, inventory)
     except PtcError:
-        return hosts
+        return list(inventory.hosts)
 
 
 def _label(book: Path) -> str:
