@@ -123,6 +123,10 @@ class HookResult:
     failed: dict[str, str] = field(default_factory=dict)  # node -> reason
     # seconds per step: manager (AddNodes), power_on, playbook, register, total
     timings: dict[str, float] = field(default_factory=dict)
+    # when the resume began, by the client's clock: the steps' times count from here (the
+    # report to the manager after them takes its own time, so the moment the result is
+    # recorded is no measure of when they ran)
+    started: float = 0.0
 
 
 HELD_PREFIX = "ptc: held by partition "
@@ -239,7 +243,7 @@ class SlurmElasticClient:
         timings["total"] = self.clock() - started
         self._report_resume(nodes, ready, failed, timings)
         self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
-        return HookResult(ready, failed, timings)
+        return HookResult(ready, failed, timings, started)
 
     def _report_resume(
         self, nodes: list[str], ready: list[str], failed: dict[str, str], timings: dict[str, float]

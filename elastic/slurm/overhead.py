@@ -5,7 +5,7 @@ Multiverse's Table I), from three records that exist anyway.
   it started. Under power saving Slurm resets a job's start when its nodes come up, so the
   start is when the job's script began, not when the nodes were chosen.
 - The client's resume timings (``resume-timings.jsonl`` on the controller, one line per
-  ResumeProgram call): when it ended, and how long each step took.
+  ResumeProgram call): when it started, and how long each step took.
 - The local testbed's provisioning log (``elastic.testbed.provisioning``): for each node, when
   its part of the request got a slot and how long the testbed took.
 
@@ -108,8 +108,12 @@ def parse_resumes(text: str) -> list[Resume]:
         try:
             raw = json.loads(line)
             timings = {str(k): float(v) for k, v in raw["timings"].items()}
-            ended = float(raw["time"])
-            out.append(Resume(ended - timings["total"], ended, tuple(raw["ready"]), timings))
+            if "started" in raw:
+                started = float(raw["started"])
+            else:  # a line from before the client recorded its start: when it was written
+                started = float(raw["time"]) - timings["total"]
+            ended = started + timings["total"]
+            out.append(Resume(started, ended, tuple(raw["ready"]), timings))
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return out

@@ -266,6 +266,7 @@ def _record_timings(settings: SlurmClientSettings, hostlist: str, result: HookRe
         return
     line = {
         "time": time.time(),
+        "started": result.started,
         "hostlist": hostlist,
         "ready": result.ready,
         "failed": result.failed,

@@ -45,6 +45,28 @@ def test_resume_timings_give_when_each_resume_started_and_a_torn_line_is_skipped
     assert (resume.started, resume.ended, resume.ready) == (1010.0, 1050.0, ("node-0",))
 
 
+def test_a_resume_counts_from_its_recorded_start_not_from_when_its_line_was_written() -> None:
+    """The client reports to the manager after its steps, so the line is written a while after
+    the resume ended: the steps count from the start the client recorded, and the node's
+    provisioning early in the resume is still the resume's."""
+    line = json.dumps(
+        {
+            "time": 1058.0,  # the manager took 8 s to take the report
+            "started": 1005.0,
+            "hostlist": "node-0",
+            "ready": ["node-0"],
+            "failed": {},
+            "timings": {"manager": 0.1, "power_on": 4.0, "playbook": 12.0, "total": 45.0},
+        }
+    )
+    (resume,) = overhead.parse_resumes(line)
+    assert (resume.started, resume.ended) == (1005.0, 1050.0)
+    job = Job("103", 1004.0, 1052.0, ("node-0",))
+    provisions = [{"nodes": ["node-0"], "started": 1005.2, "ended": 1007.7, "waited_s": 0.0}]
+    (row,) = overhead.rows([job], [resume], provisions)
+    assert (row["slot_wait_s"], row["testbed_s"]) == (0.1, 2.5)
+
+
 def test_the_parts_lie_end_to_end_from_submit_to_start() -> None:
     job = Job("101", 1000.0, 1060.0, ("node-0", "node-1"))
     resume = Resume(

@@ -184,6 +184,8 @@ def test_resume_adds_configures_and_waits_for_slurmd(world: World) -> None:
     ]
     assert world.owners()["node-0"] == "slurm" and world.owners()["node-1"] == "slurm"
     assert world.clock.t == T0 + 4  # two polls of 2 s before slurmd registered
+    # the steps count from the resume's start, by the client's clock
+    assert result.started == T0 and result.timings["total"] == 4.0
 
 
 def test_every_resume_is_reported_to_the_managers_event_log_with_its_steps(world: World) -> None:
