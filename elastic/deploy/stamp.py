@@ -11,15 +11,17 @@ The next deploy of the same playbook skips Ansible when every node holds a stamp
 fingerprint and nothing on the node moved since:
 
 - no file under the configuration Ansible writes (``/etc``, ``/opt``, ``/usr/local``) and no
-  package (dpkg's status) changed after the stamp;
+  package (dpkg's status) changed after the stamp; the files a boot writes again (the
+  resolver's, the hostname, ``/etc/hosts``) count as changed only when their contents differ
+  from the stamp's, so a node that was powered off and on (an elastic pool's, all the time)
+  is still up to date;
 - no service that ran at the stamp has stopped, and no unit failed that had not failed then.
 
 Anything else runs the playbook, naming for each node why. Before a run the stamps are taken
 away, so a run that fails half-way (or runs on some hosts only: ``--limit``) leaves no node
 claiming the inputs it was not fully deployed from; only a run that succeeded on every host
 records new ones. The check over-approximates change on purpose: a file a service rewrites
-after the deploy, or a node rebooted (podman rewrites ``/etc/hosts``), means a full run, never
-a skipped one.
+after the deploy means a full run, never a skipped one.
 
 The stamp holds a hash of the extra variables, secret ones included; it lives root-only on
 the nodes, which hold those secrets in the clear anyway, and never in a run directory.
@@ -44,6 +46,9 @@ from elastic.remote import ssh
 STAMP = "/var/lib/ptc/deployed.json"
 # What a playbook writes, where a change by hand (or by a later playbook) must be seen.
 WATCHED = ("/etc", "/opt", "/usr/local", "/var/lib/dpkg/status")
+# Files every boot writes again (the container runtime, or DHCP and the init system on a real
+# machine): compared by contents, not by time.
+BOOT_FILES = ("/etc/resolv.conf", "/etc/hostname", "/etc/hosts")
 # The repository's parts a playbook run reads (besides the playbook itself).
 INPUT_DIRS = ("roles", "plugins", "inventories", "elastic")
 INPUT_GLOBS = ("*.yml", "ansible.cfg", "pyproject.toml")
@@ -54,7 +59,14 @@ MAX_PARALLEL = 16
 # The node-side scripts' shared start: systemd's units in a state, as names (none when
 # systemctl cannot answer).
 _UNITS = r"""
-import json, os, subprocess, sys
+import hashlib, json, os, subprocess, sys
+
+def digest(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return ""
 
 def units(*args):
     try:
@@ -66,8 +78,9 @@ def units(*args):
 """
 
 # Runs on the node (python3, which Ansible needs there anyway), from standard input: the
-# stamp, the first watched file newer than it, the units failed now but not at the stamp, the
-# stamp's services that are not active. Arguments: the stamp's path, then the watched paths.
+# stamp, the first watched file newer than it (the stamp's boot files: whose contents differ
+# from the stamp's), the units failed now but not at the stamp, the stamp's services that are
+# not active. Arguments: the stamp's path, then the watched paths.
 PROBE_SCRIPT = (
     _UNITS
     + r"""
@@ -77,8 +90,13 @@ def same_device(path, device):
     except OSError:
         return False
 
-def newer(paths, since):
+def newer(paths, since, by_contents):
+    for path, was in by_contents.items():
+        if digest(path) != was:
+            return path
     for top in paths:
+        if top in by_contents:
+            continue
         if os.path.isfile(top):
             if os.lstat(top).st_mtime > since:
                 return top
@@ -88,6 +106,8 @@ def newer(paths, since):
             dirs[:] = [d for d in dirs if same_device(os.path.join(here, d), device)]
             for name in files:
                 path = os.path.join(here, name)
+                if path in by_contents:
+                    continue
                 try:
                     if os.lstat(path).st_mtime > since:
                         return path
@@ -107,24 +127,30 @@ def listed(key):
     values = stamp.get(key, []) if isinstance(stamp, dict) else []
     return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
 
+contents = stamp.get("contents") if isinstance(stamp, dict) else None
+contents = {
+    k: v for k, v in (contents if isinstance(contents, dict) else {}).items()
+    if isinstance(k, str) and isinstance(v, str)
+}
 active = set(units("list-units", "--type=service", "--state=active"))
 print(json.dumps({
     "stamp": stamp,
-    "newer": newer(watched, since),
+    "newer": newer(watched, since, contents),
     "failed": [u for u in units("list-units", "--state=failed") if u not in listed("failed")],
     "inactive": [s for s in listed("services") if s not in active],
 }))
 """
 )
 
-# Writes the stamp atomically, root-only, with the services active and the units failed now.
-# The record's text is put into the script (standard input), not on a command line the
-# node's users can read.
+# Writes the stamp atomically, root-only, with the services active, the units failed now and
+# the digests of the boot files (the arguments after the stamp's path). The record's text is
+# put into the script (standard input), not on a command line the node's users can read.
 RECORD_SCRIPT = (
     _UNITS
     + r"""
 import tempfile
 stamp_path, record = sys.argv[1], json.loads(RECORD)
+record["contents"] = {path: digest(path) for path in sys.argv[2:]}
 record["services"] = units("list-units", "--type=service", "--state=active")
 # a unit failed at the deploy's end (one the node's container cannot run) is the node's
 # normal: only a unit failing after it is a change
@@ -254,7 +280,7 @@ def record(ssh_config: Path, hosts: Iterable[str], wanted: str, playbook: str) -
     failed (the deploy itself succeeded: the next one there is simply a full run)."""
     body = json.dumps({"fingerprint": wanted, "playbook": playbook, "time": time.time()})
     script = f"RECORD = {body!r}\n" + RECORD_SCRIPT
-    command = f"python3 - {shlex.quote(STAMP)}"
+    command = "python3 - " + " ".join(shlex.quote(a) for a in (STAMP, *BOOT_FILES))
 
     def one(host: str) -> tuple[str, str]:
         try:

@@ -81,10 +81,15 @@ def probe_here(
 
 
 def record_here(
-    path: Path, wanted: str, playbook: str = "site.yml", env: dict[str, str] | None = None
+    path: Path,
+    wanted: str,
+    playbook: str = "site.yml",
+    env: dict[str, str] | None = None,
+    boot_files: tuple[Path, ...] = (),
 ) -> None:
     record = json.dumps({"fingerprint": wanted, "playbook": playbook, "time": time.time()})
-    run_script(f"RECORD = {record!r}\n" + stamp.RECORD_SCRIPT, str(path), env=env)
+    script = f"RECORD = {record!r}\n" + stamp.RECORD_SCRIPT
+    run_script(script, str(path), *map(str, boot_files), env=env)
 
 
 def fake_systemctl(tmp_path: Path, failed: list[str], active: list[str]) -> dict[str, str]:
@@ -145,6 +150,31 @@ def test_a_node_is_current_until_a_watched_file_changes_after_its_record(tmp_pat
     later = path.stat().st_mtime + 5
     os.utime(conf, (later, later))
     assert probe_here(path, etc, "f1") == f"{conf} changed after its last deploy"
+
+
+def test_a_file_every_boot_writes_again_counts_as_changed_only_when_its_contents_differ(
+    tmp_path: Path,
+) -> None:
+    """A node powered off and on (an elastic pool's) gets its resolver file written again:
+    same contents, still up to date; other contents, a run."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    resolv, hosts = etc / "resolv.conf", etc / "hosts"
+    resolv.write_text("nameserver 10.88.0.1\n")
+    hosts.write_text("10.10.1.1 head\n")
+    past = time.time() - 60
+    for f in (resolv, hosts):
+        os.utime(f, (past, past))
+    path = tmp_path / "deployed.json"
+    record_here(path, "f", boot_files=(resolv, hosts))
+    assert set(json.loads(path.read_text())["contents"]) == {str(resolv), str(hosts)}
+    later = path.stat().st_mtime + 5
+    resolv.write_text("nameserver 10.88.0.1\n")  # the boot's copy: the same
+    os.utime(resolv, (later, later))
+    assert probe_here(path, etc, "f") == ""
+    hosts.write_text("10.10.1.1 head\n10.10.1.9 node-9\n")  # a node more: a run
+    os.utime(hosts, (past, past))  # however old it looks
+    assert probe_here(path, etc, "f") == f"{hosts} changed after its last deploy"
 
 
 def test_an_unreadable_record_or_a_stopped_service_or_a_failed_unit_means_a_run() -> None:
