@@ -1,7 +1,8 @@
 """`ptc elastic`: the elastic manager of an experiment from the command line (status, reclaim,
 acquire, release, events), lending pool machines to another experiment (acquire --into,
-release), reconciling the manager's pool with the testbed (reconcile), and where resumed jobs'
-waits went (overhead, :mod:`elastic.slurm.overhead`).
+release), reconciling the manager's pool with the testbed (reconcile), where resumed jobs'
+waits went (overhead, :mod:`elastic.slurm.overhead`), and a round of multi-site rebalancing
+on the controller (rebalance, :mod:`elastic.slurm.remote`).
 
 ``ptc elastic status NAME`` finds the manager in the experiment (the first ``config_server``
 host), reads the token it needs over SSH and talks to the manager through an SSH forward
@@ -193,6 +194,62 @@ def overhead_cmd(
         table.add_row(column, f"{frame[column].median():.1f}", f"{frame[column].max():.1f}")
     console.print(table)
     console.print(f"dataset {out / 'overhead.parquet'}; plot {out / 'overhead.png'}")
+
+
+@app.command("rebalance")
+def rebalance_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    sites: Annotated[
+        Path,
+        typer.Option(
+            "--sites", help="sites file (YAML): each site's name, price, desired count, nodes"
+        ),
+    ],
+    policy: Annotated[str, typer.Option("--policy", help="OI, FO or AP-X (e.g. AP-25)")] = "FO",
+    as_json: Annotated[bool, typer.Option("--json", help="the round's report as JSON")] = False,
+) -> None:
+    """One round of multi-site rebalancing (the thesis's Ch. 2 downscaling) on the
+    experiment's Slurm controller: the policy drains, requeues and powers down the excess on
+    dear sites and undrains where nodes are wanted. The round's report, with each
+    reclamation's excess cost and discarded work, is printed and appended to the head's
+    rebalance log; a sites file the round refuses leaves the head's current one in place."""
+    from elastic.slurm import remote
+
+    exp = experiments.load(name)
+    report = remote.rebalance(exp.inventory_path, exp.ssh_config_path, sites, policy)
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+        return
+    table = Table(title=f"{name}: {report['policy']} round, live nodes before it per site")
+    table.add_column("site")
+    table.add_column("live", justify="right")
+    table.add_column("launch", justify="right")
+    for site, live in report["live_before"].items():
+        table.add_row(site, str(live), str(report["launch"].get(site, 0)))
+    console.print(table)
+    if report["terminated"]:
+        killed = Table(title="terminated (drained, job requeued, powered down)")
+        for column in ("node", "site", "job", "discarded s", "excess cost"):
+            killed.add_column(column)
+        for r in report["terminated"]:
+            killed.add_row(
+                r["node"],
+                r["site"],
+                str(r.get("job_id") or "-"),
+                f"{r['discarded_s']:.0f}",
+                f"{r['excess_cost']:g}",
+            )
+        console.print(killed)
+    for label, key in (
+        ("drained", "drained"),
+        ("undrained", "undrained"),
+        ("requeued", "requeued"),
+    ):
+        if report[key]:
+            console.print(f"{label}: {', '.join(report[key])}")
+    console.print(
+        f"excess cost {report['excess_cost']:g}, discarded work {report['discarded_s']:.0f} s"
+    )
 
 
 def _on_local_testbed(name: str) -> bool:

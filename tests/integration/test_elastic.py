@@ -42,7 +42,7 @@ from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
-from elastic.slurm import overhead
+from elastic.slurm import overhead, remote
 from elastic.testbed import capacity, nodeops, provisioning
 from elastic.testbed import experiment as experiments
 
@@ -755,33 +755,28 @@ def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them
 
 # -- a pool across two sites: the thesis's Ch. 2 downscaling, live on Slurm ----------------
 CHEAP, DEAR = ["node-0", "node-1"], ["node-2", "node-3"]
-SITES_FILE = "/etc/ptc-elastic/test-sites.yml"
-REBALANCE_LOG = "/var/log/ptc-elastic/rebalance.jsonl"
+SITES = (
+    "sites:\n"
+    "  - {name: cheap, price: 1, desired: 2, nodes: 'node-[0-1]'}\n"
+    "  - {name: dear, price: 2, desired: 0, nodes: 'node-[2-3]'}\n"
+)
 
 
-def rebalance(expdir: Path, policy: str) -> dict[str, Any]:
-    """One round on the head, as an operator or a timer runs it; its JSON report."""
-    out = ssh(
-        expdir,
-        "head",
-        "cd / && PYTHONPATH=/local/repository /opt/ptc-elastic/venv/bin/python -m elastic.slurm "
-        f"rebalance --sites {SITES_FILE} --policy {policy} --log {REBALANCE_LOG}",
-    )
-    report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+def rebalance(ptc: Any, sites: Path, policy: str) -> dict[str, Any]:
+    """One round on the head from the workstation, as an operator runs it; its JSON report."""
+    shown = ptc("elastic", "rebalance", NAME, "--sites", str(sites), "--policy", policy, "--json")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    report: dict[str, Any] = json.loads(shown.stdout.strip().splitlines()[-1])
     return report
 
 
 @pytest.fixture
-def two_sites(leaves_pool_idle: Path) -> Iterator[Path]:
-    """The pool as two sites: node-0/1 cheap (wanted: both), node-2/3 twice the price (wanted:
-    none). Afterwards the nodes the rounds drained are given back."""
+def two_sites(leaves_pool_idle: Path, tmp_path: Path) -> Iterator[Path]:
+    """The pool as two sites, in the test's sites file (``tmp_path/sites.yml``): node-0/1
+    cheap (wanted: both), node-2/3 twice the price (wanted: none). Afterwards the nodes the
+    rounds drained are given back."""
     expdir = leaves_pool_idle
-    sites = (
-        "sites:\n"
-        "  - {name: cheap, price: 1, desired: 2, nodes: 'node-[0-1]'}\n"
-        "  - {name: dear, price: 2, desired: 0, nodes: 'node-[2-3]'}\n"
-    )
-    ssh(expdir, "head", f"printf %s {shlex.quote(sites)} > {SITES_FILE}")
+    (tmp_path / "sites.yml").write_text(SITES)
     try:
         yield expdir
     finally:
@@ -809,7 +804,7 @@ def node_of(expdir: Path, job_id: str) -> str:
 
 
 def test_ap_100_moves_the_pool_off_the_dear_site_in_one_round_and_every_job_completes(
-    two_sites: Path,
+    two_sites: Path, ptc: Any, tmp_path: Path
 ) -> None:
     """An imbalanced start (jobs on both sites, none wanted on the dear one). One AP-100 round
     requeues the dear site's jobs and powers its nodes down; the requeued jobs then finish on
@@ -818,7 +813,7 @@ def test_ap_100_moves_the_pool_off_the_dear_site_in_one_round_and_every_job_comp
     jobs = fill_both_sites(expdir, "ap")
     on_dear = {j for j in jobs if node_of(expdir, j) in DEAR}
     assert len(on_dear) == 2, {j: node_of(expdir, j) for j in jobs}
-    report = rebalance(expdir, "AP-100")
+    report = rebalance(ptc, tmp_path / "sites.yml", "AP-100")
     assert report["live_before"] == {"cheap": 2, "dear": 2}, report
     assert sorted(r["node"] for r in report["terminated"]) == DEAR, report
     assert set(report["requeued"]) == on_dear, report
@@ -843,18 +838,27 @@ def test_ap_100_moves_the_pool_off_the_dear_site_in_one_round_and_every_job_comp
         )
         assert set(expand(expdir, done["nodes"])) <= set(CHEAP) or j not in on_dear, done
     assert all(slurm_nodes(expdir)[n][0].startswith("drained") for n in DEAR)
-    logged = ssh(expdir, "head", f"tail -n 1 {REBALANCE_LOG}").stdout
+    logged = ssh(expdir, "head", f"tail -n 1 {remote.LOG_FILE}").stdout
     assert json.loads(logged)["terminated"] == report["terminated"]
 
 
 def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
-    two_sites: Path,
+    two_sites: Path, ptc: Any, tmp_path: Path
 ) -> None:
     """FO on the same start: the dear site's nodes are drained and their jobs finish where they
-    are (no requeue); the next round powers the idle, drained nodes down."""
+    are (no requeue); the next round powers the idle, drained nodes down. A sites file the
+    round refuses is named with its field, and changes nothing on the head."""
     expdir = two_sites
+    sites = tmp_path / "sites.yml"
+    bad = tmp_path / "bad-sites.yml"
+    bad.write_text(SITES.replace("desired: 0", "desired: 3"))
+    refused = ptc("elastic", "rebalance", NAME, "--sites", str(bad), "--policy", "FO")
+    assert refused.returncode != 0
+    assert f"{bad}: sites[1]: field desired: 3 is more than its 2 nodes" in " ".join(
+        refused.stderr.split()
+    ), refused.stderr
     jobs = fill_both_sites(expdir, "fo")
-    first = rebalance(expdir, "FO")
+    first = rebalance(ptc, sites, "FO")
     assert first["terminated"] == [] and first["requeued"] == [], first
     assert sorted(first["drained"]) == DEAR, first
     states = slurm_nodes(expdir)
@@ -869,7 +873,9 @@ def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
             5,
         )
         assert job(expdir, j).get("Restarts") == "0", job(expdir, j)
-    second = rebalance(expdir, "FO")
+    second = rebalance(ptc, sites, "FO")
+    current = ssh(expdir, "head", f"cat {remote.SITES_FILE}").stdout
+    assert current == SITES, current
     assert second["requeued"] == [] and second["discarded_s"] == 0, second
     wait_for(
         "the dear site powered down",
