@@ -846,8 +846,8 @@ def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
     two_sites: Path, ptc: Any, tmp_path: Path
 ) -> None:
     """FO on the same start: the dear site's nodes are drained and their jobs finish where they
-    are (no requeue); the next round powers the idle, drained nodes down. A sites file the
-    round refuses is named with its field, and changes nothing on the head."""
+    are (no requeue); the next round, the head's own unit, powers the idle, drained nodes down.
+    A sites file the round refuses is named with its field, and changes nothing on the head."""
     expdir = two_sites
     sites = tmp_path / "sites.yml"
     bad = tmp_path / "bad-sites.yml"
@@ -873,9 +873,13 @@ def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
             5,
         )
         assert job(expdir, j).get("Restarts") == "0", job(expdir, j)
-    second = rebalance(ptc, sites, "FO")
     current = ssh(expdir, "head", f"cat {remote.SITES_FILE}").stdout
     assert current == SITES, current
+    # the next round is the head's own: the role's unit (its timer's), over the sites file the
+    # command left there, with the role's policy (FO)
+    ssh(expdir, "head", "systemctl start ptc-elastic-rebalance.service")
+    second = json.loads(ssh(expdir, "head", f"tail -n 1 {remote.LOG_FILE}").stdout)
+    assert second["time"] > first["time"] and second["policy"] == first["policy"], second
     assert second["requeued"] == [] and second["discarded_s"] == 0, second
     wait_for(
         "the dear site powered down",

@@ -148,3 +148,31 @@ def test_per_job_without_an_operation_to_provision_with_is_refused_before_any_no
         assert "elastic_per_job needs elastic_node_operation power" in run.stdout, run.stdout
     else:
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("policy", "interval", "refused"),
+    [
+        ("FO", 0, False),
+        ("ap-25", 1800, False),
+        ("AP-100", 60, False),
+        ("AP-150", 0, True),
+        ("LIFO", 0, True),
+        ("OI", -5, True),
+    ],
+)
+def test_a_wrong_rebalancing_policy_or_interval_is_refused_before_any_node_changes(
+    tmp_path: Path, policy: str, interval: int, refused: bool
+) -> None:
+    run = run_minimum_play(
+        tmp_path,
+        ptc_elastic=True,
+        elastic_rebalance_policy=policy,
+        elastic_rebalance_interval=interval,
+    )
+    if refused:
+        assert run.returncode != 0, run.stdout[-3000:]
+        assert "elastic_rebalance_policy must be OI, FO or AP-X" in run.stdout, run.stdout
+        assert f"(got {policy})" in run.stdout and f"(got {interval})" in run.stdout
+    else:
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
