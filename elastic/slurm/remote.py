@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,8 @@ def rebalance(inventory: Path, ssh_config: Path, sites: Path, policy: str) -> di
     except OSError as err:
         raise InputError(f"--sites {sites}: cannot read it ({err.strerror})") from err
     head = _controller(inventory)
-    staged = f"{CONFIG_DIR}/.sites-upload.yml"
+    # a name of its own: two operators' rounds at once do not take each other's file
+    staged = f"{CONFIG_DIR}/.sites-{uuid.uuid4().hex[:12]}.yml"
     ssh.run(
         ssh_config,
         head,

@@ -38,13 +38,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
 import hmac
 import importlib
 import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -280,6 +282,19 @@ def _record_timings(settings: SlurmClientSettings, hostlist: str, result: HookRe
         log.warning("timings: %s: %s", settings.timings_file, err)
 
 
+@contextlib.contextmanager
+def _one_round_at_a_time(log_file: Path | None) -> Iterator[None]:
+    """Rounds that log to the same file (the timer's, an operator's) take turns: two at once
+    would both see the same excess and act on it twice."""
+    if log_file is None:
+        yield
+        return
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with (log_file.parent / f".{log_file.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _rebalance(sites_file: Path | None, policy_name: str, log_file: Path | None) -> int:
     """One round; its report as one JSON line on stdout (and appended to ``log_file``)."""
     try:
@@ -288,7 +303,8 @@ def _rebalance(sites_file: Path | None, policy_name: str, log_file: Path | None)
         policy = make_downscaling_policy(policy_name)
         slurm = Slurm(subprocess_runner())
         sites = load_sites(sites_file, slurm.expand)
-        report = run_round(slurm, sites, policy, time.time(), to_logger(log))
+        with _one_round_at_a_time(log_file):
+            report = run_round(slurm, sites, policy, time.time(), to_logger(log))
     except PtcError as err:
         print(f"rebalance: {err}", file=sys.stderr)
         return err.exit_code

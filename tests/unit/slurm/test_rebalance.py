@@ -196,3 +196,24 @@ def test_a_node_that_never_powers_down_is_named_and_drained_all_the_same() -> No
     late = keep_drained(Slurm(run), {"node-2": "dear"}, lambda _: None, timeout_s=2)
     assert late == ["node-2"]
     assert calls[-1][3] == "State=DRAIN"
+
+
+def test_rounds_logging_to_one_file_take_turns(tmp_path: Path) -> None:
+    """The timer's round and an operator's at once: the second waits for the first."""
+    import threading
+
+    from elastic.slurm import service
+
+    log = tmp_path / "log" / "rebalance.jsonl"
+    entered = threading.Event()
+
+    def second() -> None:
+        with service._one_round_at_a_time(log):
+            entered.set()
+
+    with service._one_round_at_a_time(log):
+        other = threading.Thread(target=second)
+        other.start()
+        assert not entered.wait(0.5), "a second round ran while the first held the log"
+    other.join(5)
+    assert entered.is_set()

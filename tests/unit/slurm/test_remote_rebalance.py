@@ -4,6 +4,7 @@ only once a round accepted it; refusals name the workstation's file."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,13 @@ class Head:
         self.commands.append(command)
         self.stdin.append(kw.get("stdin"))
         if "-m elastic.slurm rebalance" in command:
+            staged = command.split("--sites ")[1].split()[0]  # the head's error names it
             return Completed(
                 host,
                 command,
                 self.round_exit,
                 self.round_stdout.encode(),
-                self.round_stderr.encode(),
+                self.round_stderr.replace("{staged}", staged).encode(),
             )
         return Completed(host, command, 0, b"", b"")
 
@@ -91,8 +93,9 @@ def test_an_accepted_file_becomes_the_heads_sites_file_after_the_round(
     assert report == REPORT
     _upload, round_, current = head.commands
     assert head.stdin[0] == SITES  # the file's text on standard input, not a command line
-    assert "--policy AP-100" in round_ and "--sites /etc/ptc-elastic/.sites-upload.yml" in round_
-    assert current == f"mv -f /etc/ptc-elastic/.sites-upload.yml {remote.SITES_FILE}"
+    staged = re.search(r"--sites (/etc/ptc-elastic/\.sites-[0-9a-f]{12}\.yml) ", round_)
+    assert staged is not None and "--policy AP-100" in round_, round_
+    assert current == f"mv -f {staged.group(1)} {remote.SITES_FILE}"
 
 
 def test_a_refused_file_names_the_workstations_file_and_leaves_the_current_one(
@@ -101,12 +104,11 @@ def test_a_refused_file_names_the_workstations_file_and_leaves_the_current_one(
     inventory, sites = files
     head.round_exit = InputError.exit_code
     head.round_stderr = (
-        "rebalance: sites file /etc/ptc-elastic/.sites-upload.yml: sites[0]: field desired: "
-        "3 is more than its 2 nodes\n"
+        "rebalance: sites file {staged}: sites[0]: field desired: 3 is more than its 2 nodes\n"
     )
     with pytest.raises(InputError, match=rf"sites file {sites}: sites\[0\]: field desired"):
         remote.rebalance(inventory, tmp_path / "ssh_config", sites, "FO")
-    assert head.commands[-1] == "rm -f /etc/ptc-elastic/.sites-upload.yml"
+    assert re.fullmatch(r"rm -f /etc/ptc-elastic/\.sites-[0-9a-f]{12}\.yml", head.commands[-1])
     assert not any(remote.SITES_FILE in c for c in head.commands)
 
 
