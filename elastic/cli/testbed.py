@@ -64,7 +64,11 @@ def show(
 
 def _queue_json(bounds: provisioning.Limits, queue: provisioning.Queue) -> dict[str, Any]:
     return {
-        "limits": {"concurrency": bounds.concurrency, "per_minute": bounds.per_minute},
+        "limits": {
+            "concurrency": bounds.concurrency,
+            "per_minute": bounds.per_minute,
+            "full_per_minute": bounds.full_per_minute,
+        },
         "running": [e.as_json() for e in queue.running],
         "waiting": [e.as_json() for e in sorted(queue.waiting, key=lambda e: e.ticket)],
         "started_last_minute": queue.started_in_window(time.time()),
@@ -123,15 +127,26 @@ def set_(
         typer.Option(
             "--provisions-per-minute",
             min=0,
-            help="nodes whose provisioning starts in any minute (Multiverse: 15); 0: no limit",
+            help="nodes whose provisioning starts in any minute; 0: no limit",
+        ),
+    ] = None,
+    full_per_minute: Annotated[
+        int | None,
+        typer.Option(
+            "--full-provisions-per-minute",
+            min=0,
+            help="of those, full ones (reload, allocate: a fresh disk) starting in any minute "
+            "(Multiverse: 15 full clones); instant power-ons are not counted; 0: no limit",
         ),
     ] = None,
 ) -> None:
     """Resize the testbed (refused below the number of machines in use), or set its
     provisioning limits: requests beyond them wait their turn, in order, never dropped."""
-    if machines is None and concurrency is None and per_minute is None:
+    limits_given = (concurrency, per_minute, full_per_minute)
+    if machines is None and all(v is None for v in limits_given):
         raise InputError(
-            "ptc testbed set: give --machines, --provision-concurrency or --provisions-per-minute"
+            "ptc testbed set: give --machines, --provision-concurrency, --provisions-per-minute "
+            "or --full-provisions-per-minute"
         )
     if machines is not None:
         now = capacity.set_machines(machines)
@@ -139,6 +154,6 @@ def set_(
             f"local testbed: {now.machines} machines, {now.in_use} in use, {now.free} free",
             highlight=False,
         )
-    if concurrency is not None or per_minute is not None:
-        capacity.set_limits(concurrency, per_minute)
+    if any(v is not None for v in limits_given):
+        capacity.set_limits(concurrency, per_minute, full_per_minute)
         console.print(f"provisioning: {provisioning.limits().describe()}", highlight=False)

@@ -5,7 +5,8 @@ the way a CloudLab cluster is shared by its users. Its directory (``$PTC_TESTBED
 ``/var/lib/ptc/testbed``) is machine-wide and holds::
 
     settings.json      {"machines": N}: the testbed's size (absent: sized to this host), and
-                       its provisioning limits ("provision_concurrency", "provisions_per_minute")
+                       its provisioning limits ("provision_concurrency", "provisions_per_minute",
+                       "full_provisions_per_minute")
     id                 the testbed's id, made once; every node container carries it as a label
     reservations.json  machines promised to creations in flight (experiment, count, pid)
     lock               flock'd while usage is counted and a reservation is recorded
@@ -47,7 +48,12 @@ GIB_PER_MACHINE = 1.5
 MACHINES_PER_CPU = 8
 MIN_MACHINES = 2
 
-SETTINGS_FIELDS = ("machines", "provision_concurrency", "provisions_per_minute")
+SETTINGS_FIELDS = (
+    "machines",
+    "provision_concurrency",
+    "provisions_per_minute",
+    "full_provisions_per_minute",
+)
 LIMIT_FIELDS = SETTINGS_FIELDS[1:]
 _ID = re.compile(r"^[0-9a-f]{8,32}$")
 
@@ -93,6 +99,9 @@ class Settings:
     # minute; None: no limit. Requests beyond them wait their turn (elastic.testbed.provisioning).
     provision_concurrency: int | None = None
     provisions_per_minute: int | None = None
+    # Of those, full provisionings (a fresh disk: reload, allocate) starting in any minute, as
+    # Multiverse's vCenter limited full clones (15 a minute) but not instant ones.
+    full_provisions_per_minute: int | None = None
 
     def as_file(self) -> dict[str, int]:
         out = {"machines": self.machines}
@@ -116,6 +125,7 @@ def settings() -> Settings:
         from_file=True,
         provision_concurrency=parsed.get("provision_concurrency"),
         provisions_per_minute=parsed.get("provisions_per_minute"),
+        full_provisions_per_minute=parsed.get("full_provisions_per_minute"),
     )
 
 
@@ -164,17 +174,21 @@ def set_machines(machines: int) -> Usage:
             True,
             provision_concurrency=kept.provision_concurrency,
             provisions_per_minute=kept.provisions_per_minute,
+            full_provisions_per_minute=kept.full_provisions_per_minute,
         )
         atomic.write_json(_settings_path(), resized.as_file())
         return _usage_locked()
 
 
-def set_limits(concurrency: int | None, per_minute: int | None) -> Settings:
+def set_limits(
+    concurrency: int | None, per_minute: int | None, full_per_minute: int | None = None
+) -> Settings:
     """Set the testbed's provisioning limits (0: no limit; None: leave as it is). A testbed
     with no settings file gets one with its default size."""
     for option, value in (
         ("--provision-concurrency", concurrency),
         ("--provisions-per-minute", per_minute),
+        ("--full-provisions-per-minute", full_per_minute),
     ):
         if value is not None and value < 0:
             raise InputError(f"{option} must be 0 (no limit) or more, not {value}")
@@ -189,6 +203,9 @@ def set_limits(concurrency: int | None, per_minute: int | None) -> Settings:
             provisions_per_minute=now.provisions_per_minute
             if per_minute is None
             else (per_minute or None),
+            full_provisions_per_minute=now.full_provisions_per_minute
+            if full_per_minute is None
+            else (full_per_minute or None),
         )
         atomic.write_json(_settings_path(), changed.as_file())
         return changed

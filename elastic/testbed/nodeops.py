@@ -122,7 +122,7 @@ def _provisioned(
         run(nodes)  # a remote testbed's limits are its own
         return
     bounds = provisioning.limits()
-    for part in provisioning.parts(nodes, bounds):
+    for part in provisioning.parts(nodes, bounds, action):
         with provisioning.slot(exp.name, action, part, on_event, bounds=bounds):
             run(part)
 

@@ -1,8 +1,11 @@
 """The local testbed's provisioning limits: at most K nodes provisioned at once and R starting
-in any minute, across every experiment on the host (Multiverse's vCenter allowed 15 full clones
-a minute per parent; a real site has such limits, and ptc's users should see them at work).
+in any minute, across every experiment on the host, and of those at most F full provisionings
+(a fresh disk: reload, allocate) starting in any minute. Multiverse's vCenter allowed 15 full
+clones a minute per parent and did not limit instant ones; a real site has such limits, and
+ptc's users should see them at work.
 
-Provisioning is what makes a node ready for a job: power on, reload, allocate. A request for
+Provisioning is what makes a node ready for a job: power on (instant: the disk is kept),
+reload, allocate (full). A request for
 more nodes than the limits allow goes in parts. Requests beyond the limits wait their turn in
 the order they came (a ticket each), never dropped; while they wait, the queue is on disk for
 `ptc testbed show` and `ptc elastic status` to show. Every provisioning that ran is a line of
@@ -11,7 +14,8 @@ took), the first part of a resume's overhead.
 
 State lives beside the testbed's settings, in the machine-wide testbed directory::
 
-    provisioning.json   {"next": N, "waiting": [...], "running": [...], "starts": [[t, n]...]}
+    provisioning.json   {"next": N, "waiting": [...], "running": [...],
+                         "starts": [[t, n, full]...]}
     provisioning.jsonl  one line per finished provisioning
     provisioning.lock   flock'd while the state is read and written
 
@@ -38,33 +42,48 @@ from elastic.testbed import capacity
 WINDOW_S = 60.0
 POLL_S = 0.5
 LOG_NAME = "provisioning.jsonl"
+# The actions that give a node a fresh disk: Multiverse's full clones.
+FULL_ACTIONS = ("reload", "allocate")
+
+
+def is_full(action: str) -> bool:
+    return action in FULL_ACTIONS
 
 
 @dataclass(frozen=True)
 class Limits:
     concurrency: int | None  # nodes at once
     per_minute: int | None  # nodes starting in any WINDOW_S
+    full_per_minute: int | None = None  # of those, full provisionings
 
     @property
     def part(self) -> int | None:
-        """The most nodes one request provisions at a time."""
+        """The most nodes one request provisions at a time (of an instant action)."""
         bounds = [b for b in (self.concurrency, self.per_minute) if b is not None]
         return min(bounds) if bounds else None
 
+    def part_of(self, action: str) -> int | None:
+        """The most nodes one request of ``action`` provisions at a time."""
+        bounds = [self.part, self.full_per_minute if is_full(action) else None]
+        given = [b for b in bounds if b is not None]
+        return min(given) if given else None
+
     def describe(self) -> str:
-        if self.part is None:
-            return "no limit"
         parts = []
         if self.concurrency is not None:
             parts.append(f"{self.concurrency} at once")
         if self.per_minute is not None:
             parts.append(f"{self.per_minute} a minute")
-        return ", ".join(parts)
+        if self.full_per_minute is not None:
+            parts.append(f"{self.full_per_minute} full (reload, allocate) a minute")
+        return ", ".join(parts) or "no limit"
 
 
 def limits() -> Limits:
     now = capacity.settings()
-    return Limits(now.provision_concurrency, now.provisions_per_minute)
+    return Limits(
+        now.provision_concurrency, now.provisions_per_minute, now.full_provisions_per_minute
+    )
 
 
 @dataclass(frozen=True)
@@ -108,16 +127,22 @@ class Queue:
     next: int
     waiting: list[Entry]
     running: list[Entry]
-    starts: list[tuple[float, int]]  # (when, nodes) of provisionings started in the window
+    # (when, nodes, full) of provisionings started in the window
+    starts: list[tuple[float, int, bool]]
 
     def running_nodes(self) -> int:
         return sum(len(e.nodes) for e in self.running)
 
-    def started_in_window(self, now: float) -> int:
-        return sum(n for t, n in self.starts if now - t < WINDOW_S)
+    def started_in_window(self, now: float, full_only: bool = False) -> int:
+        return sum(
+            n for t, n, full in self.starts if now - t < WINDOW_S and (full or not full_only)
+        )
 
-    def fits(self, count: int, bounds: Limits, now: float) -> bool:
+    def fits(self, count: int, bounds: Limits, now: float, full: bool = False) -> bool:
         if bounds.concurrency is not None and self.running_nodes() + count > bounds.concurrency:
+            return False
+        full_bound = bounds.full_per_minute if full else None
+        if full_bound is not None and self.started_in_window(now, True) + count > full_bound:
             return False
         return bounds.per_minute is None or self.started_in_window(now) + count <= bounds.per_minute
 
@@ -126,7 +151,7 @@ class Queue:
             "next": self.next,
             "waiting": [e.as_json() for e in self.waiting],
             "running": [e.as_json() for e in self.running],
-            "starts": [[t, n] for t, n in self.starts],
+            "starts": [[t, n, full] for t, n, full in self.starts],
         }
 
 
@@ -162,7 +187,8 @@ def _read(path: Path) -> Queue:
             int(raw["next"]),
             [Entry.from_json(e) for e in raw["waiting"]],
             [Entry.from_json(e) for e in raw["running"]],
-            [(float(t), int(n)) for t, n in raw["starts"]],
+            # a start from before full ones were told apart counts as full: never too few
+            [(float(s[0]), int(s[1]), bool(s[2]) if len(s) > 2 else True) for s in raw["starts"]],
         )
     except FileNotFoundError:
         return Queue(1, [], [], [])
@@ -179,7 +205,7 @@ def _pruned(queue: Queue, now: float) -> Queue:
         queue.next,
         [e for e in queue.waiting if live(e)],
         [e for e in queue.running if live(e)],
-        [(t, n) for t, n in queue.starts if now - t < WINDOW_S],
+        [(t, n, full) for t, n, full in queue.starts if now - t < WINDOW_S],
     )
 
 
@@ -231,13 +257,13 @@ def slot(
                 if (
                     first is not None
                     and first.ticket == ticket
-                    and queue.fits(len(nodes), bounds, now)
+                    and queue.fits(len(nodes), bounds, now, is_full(action))
                 ):
                     queue.waiting = [e for e in queue.waiting if e.ticket != ticket]
                     queue.running.append(
                         Entry(ticket, experiment, action, tuple(nodes), now, pid, mine.started)
                     )
-                    queue.starts.append((now, len(nodes)))
+                    queue.starts.append((now, len(nodes), is_full(action)))
                     break
                 ahead = [e for e in queue.waiting if e.ticket < ticket]
                 busy = queue.running_nodes()
@@ -277,7 +303,11 @@ def slot(
                     "waited_s": round(now - asked, 3),
                     "seconds": round(ended - now, 3),
                     "outcome": outcome,
-                    "limits": {"concurrency": bounds.concurrency, "per_minute": bounds.per_minute},
+                    "limits": {
+                        "concurrency": bounds.concurrency,
+                        "per_minute": bounds.per_minute,
+                        "full_per_minute": bounds.full_per_minute,
+                    },
                 }
             )
 
@@ -288,9 +318,11 @@ def _log(record: dict[str, Any]) -> None:
         out.write(json.dumps(record, sort_keys=True) + "\n")
 
 
-def parts(nodes: Sequence[str], bounds: Limits | None = None) -> list[list[str]]:
-    """``nodes`` in the parts one request provisions at a time, in order."""
-    size = (bounds if bounds is not None else limits()).part
+def parts(
+    nodes: Sequence[str], bounds: Limits | None = None, action: str = "power on"
+) -> list[list[str]]:
+    """``nodes`` in the parts one request of ``action`` provisions at a time, in order."""
+    size = (bounds if bounds is not None else limits()).part_of(action)
     chosen = list(nodes)
     if size is None or len(chosen) <= size:
         return [chosen] if chosen else []

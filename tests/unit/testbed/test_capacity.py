@@ -363,7 +363,7 @@ def test_cli_show_and_set(books: list[Machine]) -> None:
     assert "3 machines in use" in str(refused.exception)
     assert runner.invoke(testbed_cli.app, ["set", "--machines", "0"]).exit_code == 2
     assert data["provisioning"] == {
-        "limits": {"concurrency": None, "per_minute": None},
+        "limits": {"concurrency": None, "per_minute": None, "full_per_minute": None},
         "running": [],
         "waiting": [],
         "started_last_minute": 0,
@@ -380,17 +380,22 @@ def test_cli_sets_and_shows_the_provisioning_limits_and_queue(books: list[Machin
     )
     assert limited.exit_code == 0, limited.output
     assert "provisioning: 2 at once, 15 a minute" in limited.output
+    full = runner.invoke(testbed_cli.app, ["set", "--full-provisions-per-minute", "5"])
+    assert "provisioning: 2 at once, 15 a minute, 5 full (reload, allocate) a minute" in " ".join(
+        full.output.split()
+    ), full.output
     assert capacity.settings().machines == 4, "setting limits changed the size"
     with provisioning.slot("alpha", "reload", ["node-0"]):
         data = json.loads(runner.invoke(testbed_cli.app, ["show", "--json"]).output)
         table = runner.invoke(testbed_cli.app, ["show"]).output
     queue = data["provisioning"]
-    assert queue["limits"] == {"concurrency": 2, "per_minute": 15}
+    assert queue["limits"] == {"concurrency": 2, "per_minute": 15, "full_per_minute": 5}
     assert [(e["experiment"], e["action"], e["nodes"]) for e in queue["running"]] == [
         ("alpha", "reload", ["node-0"])
     ]
     assert queue["started_last_minute"] == 1
-    assert "1 nodes provisioning" in table and "provisioning queue" in table, table
+    flat = " ".join(table.split())
+    assert "1 nodes provisioning" in flat and "provisioning queue" in flat, table
     nothing = runner.invoke(testbed_cli.app, ["set"])
     assert isinstance(nothing.exception, InputError)
     assert "--provision-concurrency" in str(nothing.exception)

@@ -100,6 +100,40 @@ def test_the_per_minute_limit_holds_later_starts_until_the_window_passes(
     assert granted.waited_s >= 1.0, "a third node started within the window of two"
 
 
+def test_full_provisionings_have_a_limit_of_their_own_and_instant_ones_pass_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Multiverse's vCenter: 15 full clones a minute, instant clones not counted. Here one
+    full provisioning in the window: a second reload waits for the window, a power on does
+    not; a reload of three goes in parts of one."""
+    monkeypatch.setattr(provisioning, "WINDOW_S", 1.5)
+    bounds = Limits(None, None, 1)
+    assert provisioning.parts(["a", "b", "c"], bounds, "reload") == [["a"], ["b"], ["c"]]
+    assert provisioning.parts(["a", "b", "c"], bounds, "power on") == [["a", "b", "c"]]
+    with provisioning.slot("exp", "reload", ["a"], bounds=bounds):
+        pass
+    with provisioning.slot("exp", "power on", ["b", "c"], bounds=bounds) as instant:
+        pass
+    assert instant.waited_s < 0.5, "an instant provisioning waited for the full ones' limit"
+    with provisioning.slot("exp", "allocate", ["d"], bounds=bounds) as full:
+        pass
+    assert full.waited_s >= 1.0, "a second full provisioning started within the window"
+    log = provisioning.history()
+    assert log[-1]["limits"] == {"concurrency": None, "per_minute": None, "full_per_minute": 1}
+
+
+def test_a_start_recorded_before_full_ones_were_told_apart_counts_as_full() -> None:
+    state = capacity.directory() / "provisioning.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(
+        json.dumps({"next": 2, "waiting": [], "running": [], "starts": [[time.time(), 1]]})
+    )
+    queue = provisioning.snapshot()
+    assert queue.started_in_window(time.time(), full_only=True) == 1
+    assert not queue.fits(1, Limits(None, None, 1), time.time(), full=True)
+    assert queue.fits(1, Limits(None, None, 1), time.time(), full=False)
+
+
 def test_a_failure_frees_the_slot_and_is_logged_as_failed() -> None:
     bounds = Limits(1, None)
     with (
@@ -139,7 +173,13 @@ def test_limits_come_from_the_testbed_settings_and_keep_its_size() -> None:
     assert provisioning.limits() == Limits(2, 15), "resizing dropped the limits"
     capacity.set_limits(0, None)
     assert provisioning.limits() == Limits(None, 15)
-    assert capacity.settings().machines == 7
+    capacity.set_limits(None, None, 15)
+    assert provisioning.limits() == Limits(None, 15, 15)
+    capacity.set_machines(8)
+    assert provisioning.limits() == Limits(None, 15, 15), "resizing dropped the full limit"
+    capacity.set_limits(None, None, 0)
+    assert provisioning.limits() == Limits(None, 15)
+    assert capacity.settings().machines == 8
     with pytest.raises(InputError, match="--provisions-per-minute must be 0"):
         capacity.set_limits(None, -1)
 
@@ -150,6 +190,7 @@ def test_limits_come_from_the_testbed_settings_and_keep_its_size() -> None:
         ('{"machines": 4, "provision_concurrency": 0}', "'provision_concurrency'"),
         ('{"machines": 4, "provisions_per_minute": "15"}', "'provisions_per_minute'"),
         ('{"machines": 4, "clones_per_minute": 15}', "'clones_per_minute'"),
+        ('{"machines": 4, "full_provisions_per_minute": -2}', "'full_provisions_per_minute'"),
     ],
 )
 def test_a_bad_limit_in_the_settings_is_refused_naming_the_field(text: str, field: str) -> None:
