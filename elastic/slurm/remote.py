@@ -59,8 +59,9 @@ def rebalance(inventory: Path, ssh_config: Path, sites: Path, policy: str) -> di
         f"--sites {staged} --policy {shlex.quote(policy)} --log {LOG_FILE}"
     )
     done = ssh.execute(ssh_config, head, program, timeout=TIMEOUT_S)
-    if done.returncode == InputError.exit_code:
+    if done.returncode != 0:  # the head keeps its current file, and no stray copy
         ssh.execute(ssh_config, head, f"rm -f {staged}", timeout=60)
+    if done.returncode == InputError.exit_code:
         why = (done.error_text.strip().splitlines() or ["refused"])[-1]
         raise InputError(why.replace(staged, str(sites)))
     if done.returncode != 0:

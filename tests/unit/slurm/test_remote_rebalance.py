@@ -134,6 +134,7 @@ def test_a_round_that_fails_on_the_head_says_so_and_keeps_the_current_file(
     with pytest.raises(remote.RoundFailed, match=r"exit 1.*slurmctld not responding"):
         remote.rebalance(inventory, tmp_path / "ssh_config", sites, "FO")
     assert not any(remote.SITES_FILE in c for c in head.commands)
+    assert re.fullmatch(r"rm -f /etc/ptc-elastic/\.sites-[0-9a-f]{12}\.yml", head.commands[-1])
 
 
 def test_the_cli_shows_each_reclamation_with_its_cost_and_prints_json_on_request(
