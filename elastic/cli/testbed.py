@@ -64,11 +64,7 @@ def show(
 
 def _queue_json(bounds: provisioning.Limits, queue: provisioning.Queue) -> dict[str, Any]:
     return {
-        "limits": {
-            "concurrency": bounds.concurrency,
-            "per_minute": bounds.per_minute,
-            "full_per_minute": bounds.full_per_minute,
-        },
+        "limits": bounds.as_json(),
         "running": [e.as_json() for e in queue.running],
         "waiting": [e.as_json() for e in sorted(queue.waiting, key=lambda e: e.ticket)],
         "started_last_minute": queue.started_in_window(time.time()),

@@ -28,7 +28,7 @@ import re
 import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,14 +168,7 @@ def set_machines(machines: int) -> Usage:
                 f"--machines {machines} is below the {now.in_use} machines in use "
                 f"({now.describe_holders()}); take experiments down first"
             )
-        kept = settings()
-        resized = Settings(
-            machines,
-            True,
-            provision_concurrency=kept.provision_concurrency,
-            provisions_per_minute=kept.provisions_per_minute,
-            full_provisions_per_minute=kept.full_provisions_per_minute,
-        )
+        resized = replace(settings(), machines=machines, from_file=True)  # limits kept
         atomic.write_json(_settings_path(), resized.as_file())
         return _usage_locked()
 
@@ -185,28 +178,17 @@ def set_limits(
 ) -> Settings:
     """Set the testbed's provisioning limits (0: no limit; None: leave as it is). A testbed
     with no settings file gets one with its default size."""
-    for option, value in (
-        ("--provision-concurrency", concurrency),
-        ("--provisions-per-minute", per_minute),
-        ("--full-provisions-per-minute", full_per_minute),
-    ):
+    given = {  # setting -> (option, value)
+        "provision_concurrency": ("--provision-concurrency", concurrency),
+        "provisions_per_minute": ("--provisions-per-minute", per_minute),
+        "full_provisions_per_minute": ("--full-provisions-per-minute", full_per_minute),
+    }
+    for option, value in given.values():
         if value is not None and value < 0:
             raise InputError(f"{option} must be 0 (no limit) or more, not {value}")
     with _locked():
-        now = settings()
-        changed = Settings(
-            now.machines,
-            True,
-            provision_concurrency=now.provision_concurrency
-            if concurrency is None
-            else (concurrency or None),
-            provisions_per_minute=now.provisions_per_minute
-            if per_minute is None
-            else (per_minute or None),
-            full_provisions_per_minute=now.full_provisions_per_minute
-            if full_per_minute is None
-            else (full_per_minute or None),
-        )
+        limits: dict[str, Any] = {k: v or None for k, (_, v) in given.items() if v is not None}
+        changed = replace(settings(), from_file=True, **limits)
         atomic.write_json(_settings_path(), changed.as_file())
         return changed
 

@@ -42,11 +42,12 @@ from elastic.testbed import capacity
 WINDOW_S = 60.0
 POLL_S = 0.5
 LOG_NAME = "provisioning.jsonl"
-# The actions that give a node a fresh disk: Multiverse's full clones.
+# The actions that give a node a fresh disk, and so new host keys: Multiverse's full clones.
 FULL_ACTIONS = ("reload", "allocate")
 
 
 def is_full(action: str) -> bool:
+    """``action`` (a provisioning's, or a control request's) makes a fresh disk."""
     return action in FULL_ACTIONS
 
 
@@ -77,6 +78,13 @@ class Limits:
         if self.full_per_minute is not None:
             parts.append(f"{self.full_per_minute} full (reload, allocate) a minute")
         return ", ".join(parts) or "no limit"
+
+    def as_json(self) -> dict[str, int | None]:
+        return {
+            "concurrency": self.concurrency,
+            "per_minute": self.per_minute,
+            "full_per_minute": self.full_per_minute,
+        }
 
 
 def limits() -> Limits:
@@ -303,11 +311,7 @@ def slot(
                     "waited_s": round(now - asked, 3),
                     "seconds": round(ended - now, 3),
                     "outcome": outcome,
-                    "limits": {
-                        "concurrency": bounds.concurrency,
-                        "per_minute": bounds.per_minute,
-                        "full_per_minute": bounds.full_per_minute,
-                    },
+                    "limits": bounds.as_json(),
                 }
             )
 

@@ -45,12 +45,11 @@ from elastic.testbed.control import credential
 from elastic.testbed.control.journal import FINISHED, REQUEST_ID, Journal, Record
 from elastic.testbed.control.names import ForeignNode, NotParked, Resolver, UnknownNode
 from elastic.testbed.experiment import Experiment
+from elastic.testbed.provisioning import is_full as fresh_disk
 
 log = logging.getLogger("ptc.control")
 
 Action = Literal["power_on", "power_off", "reload", "release", "allocate"]
-# The actions after which a node has a fresh disk, and so new host keys.
-FRESH_DISK = ("reload", "allocate")
 
 
 class NodeOps(Protocol):
@@ -224,7 +223,7 @@ def create_app(settings: Settings) -> FastAPI:
                         _same_operation(record, body.action, targets)
                         if record.state in FINISHED:
                             hosts = None
-                            if record.error is None and record.action in FRESH_DISK:
+                            if record.error is None and fresh_disk(record.action):
                                 hosts = _hosts(exp, list(record.nodes))
                             return _answer(record, replayed=True, hosts=hosts)
                     if taken := [n for n in targets if n in busy]:
@@ -245,7 +244,7 @@ def create_app(settings: Settings) -> FastAPI:
         try:
             done = _run(settings, exp, record)
             hosts = None
-            if done.error is None and done.action in FRESH_DISK:
+            if done.error is None and fresh_disk(done.action):
                 hosts = _hosts(settings.load(settings.experiment), list(done.nodes))
             return _answer(done, hosts=hosts)
         finally:
