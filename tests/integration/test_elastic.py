@@ -36,15 +36,22 @@ import pandas as pd
 import pytest
 from naming import experiment_name
 from remote import ssh, wait_for
+from support.fake_ec2_bridge import FakeEc2Bridge
+from support.moto_server import FAKE_CREDENTIALS, moto_server
 
 from elastic.errors import PtcError
 from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
+from elastic.remote.ssh import check, execute
 from elastic.slurm import overhead, remote
 from elastic.testbed import capacity, nodeops, provisioning
 from elastic.testbed import experiment as experiments
+from elastic.testbed.backends.ec2.provider import Ec2Provider
+from elastic.testbed.backends.ec2.reconcile import reconcile_cluster
+from elastic.testbed.backends.ec2.settings import Ec2Settings
+from elastic.testbed.backends.ec2.userdata import JoinSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -887,6 +894,118 @@ def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
         180,
         5,
     )
+
+
+# -- an EC2 site end to end, against moto's server (a local fake of AWS) ---------------------
+EC2_NODE = "node-3"
+# Where the fake EC2 bridge stages the join's files on the node (a root-only volume's stand-in).
+EC2_STAGED = "/run/ptc-fake-ec2"
+
+
+@pytest.fixture
+def fake_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's server, a local fake of AWS, on loopback, with the fake's own credentials."""
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    with moto_server(tmp_path / "moto.log", warm=("ec2",)) as url:
+        yield url
+
+
+def head_file(expdir: Path, path: str) -> bytes:
+    """A file of the head's, in memory only (the munge key among them)."""
+    done = execute(expdir / "inventory/ssh_config", "head", f"cat {path}", timeout=60)
+    return check(done, label=f"reading {path} on the head").stdout
+
+
+def test_an_instance_launched_through_boto3_joins_slurm_runs_a_job_and_terminating_it_ends_it(
+    leaves_pool_idle: Path, fake_aws: str
+) -> None:
+    """An EC2 site's node, launched through boto3 by the name slurm.conf gives it (as a
+    ResumeProgram launches Slurm's CLOUD nodes), becomes a Slurm node: moto's instance is
+    realised by the FAKE EC2 bridge (tests/support), which runs the instance's own user data on
+    the local-testbed machine, and that script fetches the munge key and slurm.conf and starts
+    slurmd, which registers. A job runs on it. Terminating the instance through boto3 stops the
+    machine; the reconciler reports the node lost, and Slurm powers the node down."""
+    expdir = leaves_pool_idle
+    wait_for(
+        f"{EC2_NODE}'s machine stopped at rest",
+        lambda: not machines_running([EC2_NODE])[EC2_NODE],
+        120,
+        5,
+    )
+    provider = Ec2Provider(
+        Ec2Settings.from_mapping({
+            "region": "us-east-1",
+            "endpoint_url": fake_aws,
+            "sites": {"ec2": {"image_id": "ami-0abc1234def567890", "instance_type": "c5.large",
+                              "price_per_node_hour": 0.085}},
+        })
+    )  # fmt: skip
+    join = JoinSpec(
+        munge_key=f"{EC2_STAGED}/munge.key", slurm_conf=f"{EC2_STAGED}/slurm.conf", dynamic=False
+    )
+    bridge = FakeEc2Bridge(
+        provider,
+        NAME,
+        experiments.load(NAME),
+        {
+            join.munge_key: head_file(expdir, "/etc/munge/munge.key"),
+            join.slurm_conf: head_file(expdir, "/etc/slurm/slurm.conf"),
+        },
+    )
+    try:
+        (instance,) = provider.launch(NAME, "ec2", 1, join, names=[EC2_NODE])
+        assert (instance.node, instance.site) == (EC2_NODE, "ec2"), instance
+        assert bridge.sync() == [f"realised {EC2_NODE}"]
+        # slurmd of the instance registered: the powered-down CLOUD node is up, with no resume
+        # asked of Slurm's ResumeProgram.
+        wait_for(
+            f"{EC2_NODE} registered and idle",
+            lambda: slurm_nodes(expdir)[EC2_NODE][0] == "idle",
+            60,
+        )
+        staged = ssh(expdir, EC2_NODE, f"ls -A {EC2_STAGED}; stat -c %a:%U /etc/munge/munge.key")
+        assert staged.stdout.split() == ["munge.key", "slurm.conf", "400:munge"], staged.stdout
+        job_id = sbatch(
+            expdir, f"-N1 --exclusive -t 5 -w {EC2_NODE}", until_mark("ec2", "hostname")
+        )
+        wait_for(
+            f"job {job_id} running on {EC2_NODE}",
+            lambda: (
+                (j := job(expdir, job_id)).get("JobState") == "RUNNING"
+                and j["NodeList"] == EC2_NODE
+            ),
+            60,
+        )
+        believed = {"ec2": {EC2_NODE: instance.instance_id}}
+        alive = reconcile_cluster(provider, NAME, believed, grace_s=0)
+        assert (alive.matched, alive.lost, alive.orphans) == ((EC2_NODE,), (), ()), alive
+        mark(expdir, "ec2")
+        done = wait_for(
+            "the job to complete",
+            lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
+            120,
+        )
+        assert (done["nodes"], done["exit"]) == (EC2_NODE, "0:0"), done
+
+        (ended,) = provider.terminate(NAME, [EC2_NODE])
+        assert ended.instance_id == instance.instance_id
+        assert bridge.sync() == [f"ended {EC2_NODE}"]
+        assert not machines_running([EC2_NODE])[EC2_NODE]
+        gone = reconcile_cluster(provider, NAME, believed, grace_s=0)
+        assert [(n.node, n.why) for n in gone.lost] == [(EC2_NODE, "terminated")], gone
+        assert gone.matched == () and gone.orphans == (), gone
+        wait_for(
+            f"Slurm to power {EC2_NODE} down",
+            lambda: slurm_nodes(expdir)[EC2_NODE][0] == "idle~",
+            SUSPEND_TIME + 120,
+            5,
+        )
+    finally:
+        bridge.close()
+        with contextlib.suppress(PtcError):
+            provider.terminate(NAME, [EC2_NODE])
+            bridge.sync()
 
 
 # -- the Part-Time Cloud: a pool node lent to a second experiment, and given back -------------

@@ -9,6 +9,8 @@ Every failing call becomes an :class:`Ec2Error` naming the site and the operatio
 
 from __future__ import annotations
 
+import re
+import secrets
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -25,6 +27,7 @@ from elastic.testbed.backends.ec2.userdata import JoinSpec
 
 TERMINATE_BATCH = 1000  # TerminateInstances takes at most this many ids per call
 MAX_LAUNCH = 1000  # a guard against a runaway request, far above any one pool's step
+NODE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")  # one DNS label
 
 
 class Ec2Provider:
@@ -57,8 +60,15 @@ class Ec2Provider:
         count: int,
         user_data: JoinSpec,
         on_event: OnEvent | None = None,
+        *,
+        names: Sequence[str] | None = None,
     ) -> tuple[Instance, ...]:
         """``count`` new nodes of ``cluster`` at ``site``, booting (``pending``) or running.
+
+        ``names``: the nodes' names, one per node, for nodes the cluster's ``slurm.conf``
+        already lists (Slurm's power-save ``CLOUD`` nodes, which a ResumeProgram launches by
+        name); without them each node gets a fresh name. A name that one of the cluster's live
+        instances carries already is refused, naming it, before anything is launched.
 
         Raises CapacityError when the site has no room; ``launched`` on the error holds the
         nodes made before it (they are the caller's to keep or terminate)."""
@@ -68,13 +78,12 @@ class Ec2Provider:
             raise InputError(f"count: {count!r} is not a whole number of nodes >= 1")
         if count > MAX_LAUNCH:
             raise InputError(f"count: {count} is more than {MAX_LAUNCH} nodes at once")
+        chosen = self._names(cluster, site, count, names)
         report = Reporter("ec2-launch", on_event)
         report.begin(f"{cluster}: {count} node(s) at {site}", total=count, site=site)
         made: list[Instance] = []
-        for _ in range(count):
-            request = self._run_request(
-                cluster, spec, records.new_node_name(cluster, site), user_data
-            )
+        for name in chosen:
+            request = self._run_request(cluster, spec, name, user_data)
             try:
                 answer = self.ec2.run_instances(**request)
             except (BotoCoreError, ClientError) as e:
@@ -140,6 +149,26 @@ class Ec2Provider:
         report.end(f"{cluster}: {len(ending)} instance(s)", ended=[i.node for i in ending])
         return tuple(ending)
 
+    def _names(self, cluster: str, site: str, count: int, names: Sequence[str] | None) -> list[str]:
+        if names is None:
+            return [records.new_node_name(cluster, site) for _ in range(count)]
+        given = list(names)
+        if len(given) != count:
+            raise InputError(f"names: {len(given)} name(s) for count {count}")
+        for i, name in enumerate(given):
+            if not isinstance(name, str) or not NODE_NAME.match(name):
+                raise InputError(
+                    f"names[{i}]: {name!r} is not a hostname of letters, digits and dashes"
+                )
+        if twice := sorted({n for n in given if given.count(n) > 1}):
+            raise InputError(f"names: {', '.join(twice)} given more than once")
+        alive = {i.node for i in self.describe(cluster) if not i.state.gone}
+        if taken := [n for n in given if n in alive]:
+            raise InputError(
+                f"names: cluster {cluster!r} has a live instance for {', '.join(taken)} already"
+            )
+        return given
+
     def _run_request(
         self, cluster: str, spec: SiteSettings, node: str, user_data: JoinSpec
     ) -> dict[str, Any]:
@@ -149,8 +178,10 @@ class Ec2Provider:
             "MinCount": 1,
             "MaxCount": 1,
             "UserData": user_data.render(cluster, spec.name, node),
-            # A retried call with the same token makes no second instance (on AWS).
-            "ClientToken": node,
+            # A retried call with the same token makes no second instance (on AWS). The token
+            # is this launch's own: a node name comes back when Slurm resumes the node again,
+            # and AWS would answer a reused token with the first, long-terminated instance.
+            "ClientToken": f"{node}-{secrets.token_hex(6)}"[-64:],
             "TagSpecifications": [
                 {"ResourceType": kind, "Tags": records.instance_tags(cluster, spec.name, node)}
                 for kind in ("instance", "volume")

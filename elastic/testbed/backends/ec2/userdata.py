@@ -71,6 +71,7 @@ if [ -z "$node" ]; then
 fi
 hostnamectl set-hostname "$node"
 # cloud-init would set the image's hostname again at the next boot.
+install -d -m 0755 /etc/cloud/cloud.cfg.d
 echo 'preserve_hostname: true' > /etc/cloud/cloud.cfg.d/99-ptc-hostname.cfg
 
 install -d -m 0700 -o munge -g munge /etc/munge

@@ -126,6 +126,37 @@ def test_fake_launch_refuses_bad_requests_naming_the_field(
     assert provider.describe(cluster) == ()
 
 
+def test_fake_launch_by_name_makes_slurm_s_own_nodes_and_a_name_comes_back_after_its_end(
+    provider: Ec2Provider, ec2: Ec2Client, cluster: str, join: JoinSpec
+) -> None:
+    """A ResumeProgram launches the nodes slurm.conf lists, by their names; a node resumed
+    again after its instance ended gets a new instance under the same name."""
+    first = provider.launch(cluster, "east", 2, join, names=["node-2", "node-3"])
+    assert [i.node for i in first] == ["node-2", "node-3"]
+    assert "node=node-3" in user_data_of(ec2, first[1].instance_id)
+    assert tags_of(ec2, first[1].instance_id)["ptc:node"] == "node-3"
+    with pytest.raises(InputError, match=r"^names: cluster .* has a live instance for node-3"):
+        provider.launch(cluster, "east", 1, join, names=["node-3"])
+    provider.terminate(cluster, ["node-3"])
+    (again,) = provider.launch(cluster, "east", 1, join, names=["node-3"])
+    assert again.instance_id != first[1].instance_id
+    states = {i.instance_id: i.state for i in provider.describe(cluster)}
+    assert states[again.instance_id] is InstanceState.RUNNING
+    assert states[first[1].instance_id] is InstanceState.TERMINATED
+
+
+def test_fake_launch_by_name_refuses_bad_names_before_launching(
+    provider: Ec2Provider, cluster: str, join: JoinSpec
+) -> None:
+    with pytest.raises(InputError, match=r"^names: 1 name\(s\) for count 2"):
+        provider.launch(cluster, "east", 2, join, names=["node-0"])
+    with pytest.raises(InputError, match=r"^names\[1\]: 'node 1' is not a hostname"):
+        provider.launch(cluster, "east", 2, join, names=["node-0", "node 1"])
+    with pytest.raises(InputError, match=r"^names: node-0 given more than once"):
+        provider.launch(cluster, "east", 2, join, names=["node-0", "node-0"])
+    assert provider.describe(cluster) == ()
+
+
 def test_injected_capacity_error_is_typed_and_names_the_site(
     provider: Ec2Provider, faults: InjectedFaults, cluster: str, join: JoinSpec
 ) -> None:
