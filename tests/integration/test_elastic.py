@@ -27,7 +27,7 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -46,6 +46,8 @@ from elastic.manager.remote import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
 from elastic.remote.ssh import check, execute
 from elastic.slurm import overhead, remote
+from elastic.slurm.commands import Runner, SlurmCommandError
+from elastic.slurm.resize import Resizer, ResizeRefused
 from elastic.testbed import capacity, nodeops, provisioning
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.ec2.provider import Ec2Provider
@@ -69,6 +71,8 @@ EXTRAVARS = [
     # The pool's machines are powered off at rest and on for their jobs (the testbed's
     # control service): every test below runs with real power cycles.
     "elastic_node_operation=power",
+    # Running jobs may grow and shrink (E-HPC's expand and contract).
+    "slurm_job_expansion=true",
 ]
 MARKS = "/home/ptc/elastic-marks"
 LENDEE = experiment_name("lendee")
@@ -1006,6 +1010,78 @@ def test_an_instance_launched_through_boto3_joins_slurm_runs_a_job_and_terminati
         with contextlib.suppress(PtcError):
             provider.terminate(NAME, [EC2_NODE])
             bridge.sync()
+
+
+# -- a running job that grows and shrinks (E-HPC's expand and contract) ----------------------
+def as_job_owner(expdir: Path) -> Runner:
+    """Slurm commands on the head as the job's owner, as the job itself would run them."""
+
+    def run(argv: Sequence[str]) -> str:
+        done = execute(
+            expdir / "inventory/ssh_config", "head", as_ptc(shlex.join(argv)), timeout=300
+        )
+        if done.returncode != 0:
+            raise SlurmCommandError(argv, done.returncode, done.error_text + done.text)
+        return done.text
+
+    return run
+
+
+def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contracts(
+    leaves_pool_idle: Path,
+) -> None:
+    """A 1-node job grows to 3 through ``ptc-elastic expand`` on the head (the 2 new nodes
+    resumed from the powered-down pool); the command writes the host file and SIGUSR1s the
+    batch script, whose trap copies it. ``srun -N3`` runs on all 3; the job shrinks back to its
+    batch host through the Python API and completes. sacct shows the step on 3 nodes, and the
+    pool gets the nodes back. A size the partition cannot hold, or a shrink to no node, is
+    refused, naming the parameter, and the job runs on unchanged."""
+    expdir = leaves_pool_idle
+    hosts, seen = f"{MARKS}/{RUN}-hosts", f"{MARKS}/{RUN}-usr1-seen"
+    script = f"trap 'cp {hosts} {seen}' USR1; " + until_mark("resize", "true")
+    job_id = sbatch(expdir, "-N1 -t 10", script)
+    first = wait_for(
+        f"job {job_id} to run",
+        lambda: (j := job(expdir, job_id)).get("JobState") == "RUNNING" and j["NodeList"],
+        300,
+    )
+    refused = ssh(expdir, "head", as_ptc(f"ptc-elastic expand --job {job_id} --to 5"), check=False)
+    assert refused.returncode != 0, refused
+    assert "--to: 5 is more than partition main's 4 node(s)" in refused.stderr, refused.stderr
+    resizer = Resizer(as_job_owner(expdir), wait_for_nodes_s=60)
+    with pytest.raises(ResizeRefused, match=rf"^--by: 1 would leave job {job_id} with 0 node"):
+        resizer.contract(job_id, 1)
+    assert job(expdir, job_id)["NodeList"] == first
+
+    grown = ssh(
+        expdir,
+        "head",
+        as_ptc(f"ptc-elastic expand --job {job_id} --to 3 --hostfile {hosts} --notify"),
+    ).stdout.split()
+    assert len(grown) == 3 and grown[0] == first, grown
+    told = wait_for(
+        "the batch script's USR1 trap",
+        lambda: ssh(expdir, "head", f"cat {seen}", check=False).stdout,
+        30,
+    )
+    assert told.split() == grown, told
+    step = ssh(expdir, "head", as_ptc(f"srun --jobid={job_id} -N3 hostname"))
+    assert sorted(step.stdout.split()) == sorted(grown), step.stdout
+
+    assert resizer.contract(job_id, 2) == (first,)
+    assert job(expdir, job_id)["NodeList"] == first
+    mark(expdir, "resize")
+    done = wait_for(
+        "the job to complete",
+        lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
+        120,
+    )
+    assert (done["nodes"], done["exit"]) == (first, "0:0"), done
+    steps = ssh(
+        expdir, "head", f"sacct -n -P -j {job_id}.0 --format=JobID,State,NNodes"
+    ).stdout.split()
+    assert steps == [f"{job_id}.0|COMPLETED|3"], steps
+    wait_for("the nodes back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 150)
 
 
 # -- the Part-Time Cloud: a pool node lent to a second experiment, and given back -------------

@@ -1,0 +1,201 @@
+"""Running jobs that grow and shrink (E-HPC's expand and contract), through Slurm's own job
+expansion; the cluster needs the slurm role's ``slurm_job_expansion``.
+
+Growing job J to N nodes takes Slurm 22.05's documented steps: a helper allocation of the
+missing nodes (``salloc --no-shell --dependency=expand:J``, away from J's nodes, in J's
+partition; powered-down pool nodes are resumed for it as for any job), ``NumNodes=0`` on the
+helper, which hands its nodes to J, the helper cancelled, and ``NumNodes=ALL`` on J. Shrinking
+keeps J's batch host and its first nodes (``scontrol update JobId=J NodeList=...``); the nodes
+let go return to the partition, and an elastic partition's power saving gives them back to the
+pool once idle.
+
+Everything is checked against the job and its partition before Slurm is asked: a size the
+partition cannot hold, a shrink below one node, a job that is not running are refused, naming
+the parameter, and the job keeps running unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elastic import atomic
+from elastic.errors import InputError, PtcError
+from elastic.slurm.commands import Runner, Slurm, subprocess_runner
+
+
+class ResizeRefused(InputError):
+    """A resize refused before Slurm was asked; the job is unchanged."""
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What a resize needs to know of a job."""
+
+    job_id: str
+    state: str
+    partition: str
+    nodes: tuple[str, ...]  # the batch host first
+    time_limit: str  # as Slurm prints it (``UNLIMITED``, ``30:00``, ``1-00:00:00``)
+
+
+def parse_job(text: str, job_id: str, slurm: Slurm) -> JobShape:
+    """``scontrol show job -o J``'s one line."""
+    fields = dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+    if not fields.get("JobId"):
+        raise ResizeRefused(f"job: {job_id!r} is not a job Slurm knows")
+    hostlist = fields.get("NodeList", "")
+    nodes = slurm.expand(hostlist) if hostlist and hostlist != "(null)" else []
+    batch = fields.get("BatchHost", "")
+    ordered = ([batch] if batch in nodes else []) + [n for n in nodes if n != batch]
+    return JobShape(
+        job_id=fields["JobId"],
+        state=fields.get("JobState", ""),
+        partition=fields.get("Partition", ""),
+        nodes=tuple(ordered),
+        time_limit=fields.get("TimeLimit", "UNLIMITED"),
+    )
+
+
+class Resizer:
+    """Expand and contract running jobs through the Slurm commands ``run`` runs (as the job's
+    owner: Slurm lets a user resize their own jobs). ``run`` must allow a resume's time for
+    ``salloc``, which waits for the new nodes to be ready."""
+
+    def __init__(self, run: Runner, *, wait_for_nodes_s: int = 60) -> None:
+        self.slurm = Slurm(run)
+        self.run = run
+        # How long an expansion waits for the partition to have the nodes free (not for them
+        # to boot): past it, salloc gives up and the job stays as it was.
+        self.wait_for_nodes_s = wait_for_nodes_s
+
+    def job(self, job_id: str) -> JobShape:
+        if not job_id.isdigit():
+            raise ResizeRefused(f"job: {job_id!r} is not a job id")
+        return parse_job(self.run(["scontrol", "show", "job", "-o", job_id]), job_id, self.slurm)
+
+    def partition_size(self, partition: str) -> int:
+        line = self.run(["scontrol", "show", "partition", "-o", partition])
+        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        return int(fields.get("TotalNodes", "0"))
+
+    def expand(self, job_id: str, to: int) -> tuple[str, ...]:
+        """Grow running job ``job_id`` to ``to`` nodes; its nodes afterwards, batch host first."""
+        shape = self._running(job_id)
+        if isinstance(to, bool) or not isinstance(to, int) or to <= len(shape.nodes):
+            raise ResizeRefused(
+                f"--to: {to!r} is not more than job {job_id}'s {len(shape.nodes)} node(s)"
+            )
+        size = self.partition_size(shape.partition)
+        if to > size:
+            raise ResizeRefused(
+                f"--to: {to} is more than partition {shape.partition}'s {size} node(s)"
+            )
+        helper = f"ptc-expand-{job_id}"
+        argv = [
+            "salloc", "--no-shell", "--quiet", f"--job-name={helper}",
+            f"--nodes={to - len(shape.nodes)}", f"--partition={shape.partition}",
+            f"--exclude={','.join(shape.nodes)}", f"--dependency=expand:{job_id}",
+            f"--immediate={self.wait_for_nodes_s}", "--wait-all-nodes=1",
+        ]  # fmt: skip
+        if shape.time_limit not in ("UNLIMITED", "Partition_Limit"):
+            argv.append(f"--time={shape.time_limit}")
+        self.run(argv)
+        helper_ids = self.run(["squeue", "--noheader", f"--name={helper}", "--format=%A"]).split()
+        if len(helper_ids) != 1:
+            raise ResizeRefused(f"job {job_id}: expected one helper allocation, found {helper_ids}")
+        helper_id = helper_ids[0]
+        try:
+            self.run(["scontrol", "update", f"JobId={helper_id}", "NumNodes=0"])
+        finally:
+            self.run(["scancel", helper_id])
+        self.run(["scontrol", "update", f"JobId={job_id}", "NumNodes=ALL"])
+        return self.job(job_id).nodes
+
+    def contract(self, job_id: str, by: int) -> tuple[str, ...]:
+        """Shrink running job ``job_id`` by ``by`` nodes, keeping its batch host and first
+        nodes; its nodes afterwards."""
+        shape = self._running(job_id)
+        if isinstance(by, bool) or not isinstance(by, int) or by < 1:
+            raise ResizeRefused(f"--by: {by!r} is not a whole number of nodes >= 1")
+        if len(shape.nodes) - by < 1:
+            raise ResizeRefused(
+                f"--by: {by} would leave job {job_id} with {len(shape.nodes) - by} node(s); "
+                "a job keeps at least one"
+            )
+        return self._keep(shape, shape.nodes[: len(shape.nodes) - by])
+
+    def done(self, job_id: str) -> tuple[str, ...]:
+        """Give back every node but the batch host (the workflow's last stage is over)."""
+        shape = self._running(job_id)
+        return self._keep(shape, shape.nodes[:1]) if len(shape.nodes) > 1 else shape.nodes
+
+    def _keep(self, shape: JobShape, kept: Sequence[str]) -> tuple[str, ...]:
+        hostlist = self.slurm.compress(kept)
+        self.run(["scontrol", "update", f"JobId={shape.job_id}", f"NodeList={hostlist}"])
+        return self.job(shape.job_id).nodes
+
+    def _running(self, job_id: str) -> JobShape:
+        shape = self.job(job_id)
+        if shape.state != "RUNNING":
+            raise ResizeRefused(f"job: {job_id} is {shape.state or 'in no state'}, not RUNNING")
+        return shape
+
+
+def hostfile(nodes: Sequence[str]) -> str:
+    """The job's host list, one node per line (E-HPC hands the application such a file)."""
+    return "".join(f"{n}\n" for n in nodes)
+
+
+def notify(run: Runner, job_id: str) -> None:
+    """SIGUSR1 to the job's batch script, as E-HPC tells the application its hosts changed."""
+    run(["scancel", "--batch", "--signal=USR1", job_id])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ptc-elastic expand --to N | contract --by K | done [--job J] [--hostfile F] [--notify]``:
+    prints the job's nodes afterwards, one per line."""
+    parser = argparse.ArgumentParser(prog="ptc-elastic", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=["expand", "contract", "done"])
+    parser.add_argument("--to", type=int, help="expand: the job's size afterwards, in nodes")
+    parser.add_argument("--by", type=int, help="contract: how many nodes to give back")
+    parser.add_argument("--job", default=os.environ.get("SLURM_JOB_ID", ""),
+                        help="the job (default: $SLURM_JOB_ID, the job calling)")  # fmt: skip
+    parser.add_argument("--hostfile", type=Path, help="write the job's nodes here, one per line")
+    parser.add_argument("--notify", action="store_true", help="then SIGUSR1 the batch script")
+    parser.add_argument("--wait", type=int, default=60,
+                        help="expand: seconds to wait for the partition to have the nodes free")  # fmt: skip
+    args = parser.parse_args(argv)
+    if not args.job:
+        parser.error("--job: no job given and SLURM_JOB_ID is not set")
+    if args.action == "expand" and args.to is None:
+        parser.error("expand: --to N is missing")
+    if args.action == "contract" and args.by is None:
+        parser.error("contract: --by K is missing")
+    # A resume of powered-down pool nodes happens inside salloc: allow it its time.
+    run = subprocess_runner(timeout=args.wait + 600)
+    resizer = Resizer(run, wait_for_nodes_s=args.wait)
+    try:
+        if args.action == "expand":
+            nodes = resizer.expand(args.job, args.to)
+        elif args.action == "contract":
+            nodes = resizer.contract(args.job, args.by)
+        else:
+            nodes = resizer.done(args.job)
+        if args.hostfile is not None:
+            atomic.write_text(args.hostfile, hostfile(nodes))
+        if args.notify:
+            notify(run, args.job)
+    except PtcError as err:
+        print(f"ptc-elastic {args.action}: {err}", file=sys.stderr)
+        return err.exit_code
+    print(hostfile(nodes), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Expanding and contracting a running job: the Slurm commands asked for, in order, and the
+refusals that leave the job alone (no command that changes anything is sent)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from elastic.slurm.commands import SlurmCommandError
+from elastic.slurm.resize import Resizer, ResizeRefused, hostfile, main
+
+CHANGES = ("salloc", "scancel", "update")
+
+
+@dataclass
+class FakeSlurm:
+    """A job on a 4-node partition as scontrol shows it; changes the commands make are kept."""
+
+    nodes: list[str] = field(default_factory=lambda: ["node-1"])
+    state: str = "RUNNING"
+    limit: str = "00:30:00"
+    sent: list[list[str]] = field(default_factory=list)
+    salloc_fails: bool = False
+
+    def __call__(self, argv: Sequence[str]) -> str:
+        argv = list(argv)
+        self.sent.append(argv)
+        match argv:
+            case ["scontrol", "show", "job", "-o", "42"]:
+                return (
+                    f"JobId=42 JobName=wf JobState={self.state} Partition=main "
+                    f"TimeLimit={self.limit} NodeList={self._hostlist()} "
+                    f"BatchHost={self.nodes[0] if self.nodes else '(null)'} NumNodes={len(self.nodes)}"
+                )
+            case ["scontrol", "show", "job", "-o", other]:
+                raise SlurmCommandError(argv, 1, f"Invalid job id specified {other}")
+            case ["scontrol", "show", "partition", "-o", "main"]:
+                return "PartitionName=main Nodes=node-[0-3] TotalNodes=4 TotalCPUs=8"
+            case ["scontrol", "show", "hostnames", hostlist]:
+                return "\n".join(self._names(hostlist))
+            case ["scontrol", "show", "hostlist", names]:
+                return names  # a plain comma list is a valid hostlist too
+            case ["salloc", *options]:
+                if self.salloc_fails:
+                    raise SlurmCommandError(argv, 1, "Unable to allocate resources: Immediate")
+                count = int(next(o for o in options if o.startswith("--nodes="))[8:])
+                excluded = next(o for o in options if o.startswith("--exclude="))[10:].split(",")
+                self.helper = [n for n in ("node-0", "node-1", "node-2", "node-3")
+                               if n not in excluded][:count]  # fmt: skip
+                return ""
+            case ["squeue", "--noheader", "--name=ptc-expand-42", "--format=%A"]:
+                return "43\n"
+            case ["scontrol", "update", "JobId=43", "NumNodes=0"] | ["scancel", "43"]:
+                return ""
+            case ["scontrol", "update", "JobId=42", "NumNodes=ALL"]:
+                self.nodes += self.helper
+                return ""
+            case ["scontrol", "update", "JobId=42", nodelist]:
+                self.nodes = self._names(nodelist.removeprefix("NodeList="))
+                return ""
+        raise AssertionError(f"unexpected command {argv}")
+
+    def _hostlist(self) -> str:
+        return ",".join(self.nodes) if self.nodes else "(null)"
+
+    @staticmethod
+    def _names(hostlist: str) -> list[str]:
+        return [n for n in hostlist.split(",") if n]
+
+    def changes(self) -> list[list[str]]:
+        return [a for a in self.sent if a[0] in CHANGES or a[:2] == ["scontrol", "update"]]
+
+
+def test_expand_allocates_the_missing_nodes_away_from_the_job_and_merges_them() -> None:
+    slurm = FakeSlurm()
+    assert Resizer(slurm, wait_for_nodes_s=45).expand("42", 3) == ("node-1", "node-0", "node-2")
+    salloc, *rest = slurm.changes()
+    assert salloc[0] == "salloc" and "--no-shell" in salloc
+    for option in ("--nodes=2", "--partition=main", "--exclude=node-1",
+                   "--dependency=expand:42", "--time=00:30:00", "--immediate=45",
+                   "--wait-all-nodes=1", "--job-name=ptc-expand-42"):  # fmt: skip
+        assert option in salloc, (option, salloc)
+    assert rest == [
+        ["scontrol", "update", "JobId=43", "NumNodes=0"],
+        ["scancel", "43"],
+        ["scontrol", "update", "JobId=42", "NumNodes=ALL"],
+    ]
+
+
+def test_expand_of_a_job_without_a_time_limit_asks_for_none() -> None:
+    slurm = FakeSlurm(limit="UNLIMITED")
+    Resizer(slurm).expand("42", 2)
+    assert not any(o.startswith("--time") for o in slurm.changes()[0])
+
+
+def test_contract_keeps_the_batch_host_and_first_nodes() -> None:
+    slurm = FakeSlurm(nodes=["node-1", "node-0", "node-2"])
+    assert Resizer(slurm).contract("42", 2) == ("node-1",)
+    assert slurm.changes() == [["scontrol", "update", "JobId=42", "NodeList=node-1"]]
+
+
+def test_done_gives_back_all_but_the_batch_host() -> None:
+    slurm = FakeSlurm(nodes=["node-2", "node-0", "node-3"])
+    assert Resizer(slurm).done("42") == ("node-2",)
+    alone = FakeSlurm(nodes=["node-2"])
+    assert Resizer(alone).done("42") == ("node-2",) and alone.changes() == []
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda r: r.expand("42", 5), r"^--to: 5 is more than partition main's 4 node\(s\)"),
+        (lambda r: r.expand("42", 2), r"^--to: 2 is not more than job 42's 2 node\(s\)"),
+        (lambda r: r.expand("42", True), r"^--to: True is not more"),
+        (lambda r: r.contract("42", 2), r"^--by: 2 would leave job 42 with 0 node\(s\)"),
+        (lambda r: r.contract("42", 0), r"^--by: 0 is not a whole number of nodes >= 1"),
+        (lambda r: r.expand("4x", 3), r"^job: '4x' is not a job id"),
+    ],
+)
+def test_refusals_name_the_parameter_and_change_nothing(call: object, message: str) -> None:
+    slurm = FakeSlurm(nodes=["node-1", "node-0"])
+    with pytest.raises(ResizeRefused, match=message):
+        call(Resizer(slurm))  # type: ignore[operator]
+    assert slurm.changes() == [] and slurm.nodes == ["node-1", "node-0"]
+
+
+def test_a_job_that_is_not_running_is_not_resized() -> None:
+    slurm = FakeSlurm(state="PENDING", nodes=[])
+    with pytest.raises(ResizeRefused, match=r"^job: 42 is PENDING, not RUNNING"):
+        Resizer(slurm).expand("42", 2)
+    assert slurm.changes() == []
+
+
+def test_an_expansion_slurm_cannot_place_leaves_the_job_as_it_was() -> None:
+    slurm = FakeSlurm(salloc_fails=True)
+    with pytest.raises(SlurmCommandError, match="Immediate"):
+        Resizer(slurm).expand("42", 3)
+    assert [c[0] for c in slurm.changes()] == ["salloc"] and slurm.nodes == ["node-1"]
+
+
+def test_hostfile_lists_one_node_per_line() -> None:
+    assert hostfile(("node-1", "node-0")) == "node-1\nnode-0\n"
+
+
+def test_the_command_names_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    for argv, message in (
+        (["expand", "--to", "3"], "--job: no job given and SLURM_JOB_ID is not set"),
+        (["expand", "--job", "42"], "expand: --to N is missing"),
+        (["contract", "--job", "42"], "contract: --by K is missing"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
