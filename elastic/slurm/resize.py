@@ -16,16 +16,11 @@ the parameter, and the job keeps running unchanged.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from elastic import atomic
-from elastic.errors import InputError, PtcError
-from elastic.slurm.commands import Runner, Slurm, subprocess_runner
+from elastic.errors import InputError
+from elastic.slurm.commands import Runner, Slurm
 
 
 class ResizeRefused(InputError):
@@ -154,48 +149,3 @@ def hostfile(nodes: Sequence[str]) -> str:
 def notify(run: Runner, job_id: str) -> None:
     """SIGUSR1 to the job's batch script, as E-HPC tells the application its hosts changed."""
     run(["scancel", "--batch", "--signal=USR1", job_id])
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``ptc-elastic expand --to N | contract --by K | done [--job J] [--hostfile F] [--notify]``:
-    prints the job's nodes afterwards, one per line."""
-    parser = argparse.ArgumentParser(prog="ptc-elastic", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["expand", "contract", "done"])
-    parser.add_argument("--to", type=int, help="expand: the job's size afterwards, in nodes")
-    parser.add_argument("--by", type=int, help="contract: how many nodes to give back")
-    parser.add_argument("--job", default=os.environ.get("SLURM_JOB_ID", ""),
-                        help="the job (default: $SLURM_JOB_ID, the job calling)")  # fmt: skip
-    parser.add_argument("--hostfile", type=Path, help="write the job's nodes here, one per line")
-    parser.add_argument("--notify", action="store_true", help="then SIGUSR1 the batch script")
-    parser.add_argument("--wait", type=int, default=60,
-                        help="expand: seconds to wait for the partition to have the nodes free")  # fmt: skip
-    args = parser.parse_args(argv)
-    if not args.job:
-        parser.error("--job: no job given and SLURM_JOB_ID is not set")
-    if args.action == "expand" and args.to is None:
-        parser.error("expand: --to N is missing")
-    if args.action == "contract" and args.by is None:
-        parser.error("contract: --by K is missing")
-    # A resume of powered-down pool nodes happens inside salloc: allow it its time.
-    run = subprocess_runner(timeout=args.wait + 600)
-    resizer = Resizer(run, wait_for_nodes_s=args.wait)
-    try:
-        if args.action == "expand":
-            nodes = resizer.expand(args.job, args.to)
-        elif args.action == "contract":
-            nodes = resizer.contract(args.job, args.by)
-        else:
-            nodes = resizer.done(args.job)
-        if args.hostfile is not None:
-            atomic.write_text(args.hostfile, hostfile(nodes))
-        if args.notify:
-            notify(run, args.job)
-    except PtcError as err:
-        print(f"ptc-elastic {args.action}: {err}", file=sys.stderr)
-        return err.exit_code
-    print(hostfile(nodes), end="")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1033,8 +1033,8 @@ def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contra
     """A 1-node job grows to 3 through ``ptc-elastic expand`` on the head (the 2 new nodes
     resumed from the powered-down pool); the command writes the host file and SIGUSR1s the
     batch script, whose trap copies it. ``srun -N3`` runs on all 3; the job shrinks back to its
-    batch host through the Python API and completes. sacct shows the step on 3 nodes, and the
-    pool gets the nodes back. A size the partition cannot hold, or a shrink to no node, is
+    batch host through the Python API, runs a two-stage elasticity plan (2 nodes, then 1) and
+    completes. sacct shows the steps on 3 and 2 nodes, and the pool gets the nodes back. A size the partition cannot hold, or a shrink to no node, is
     refused, naming the parameter, and the job runs on unchanged."""
     expdir = leaves_pool_idle
     hosts, seen = f"{MARKS}/{RUN}-hosts", f"{MARKS}/{RUN}-usr1-seen"
@@ -1070,6 +1070,17 @@ def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contra
 
     assert resizer.contract(job_id, 2) == (first,)
     assert job(expdir, job_id)["NodeList"] == first
+
+    # An elasticity plan (E-HPC's Fig. 3 form): two nodes, then one, each stage one step.
+    plan = f"{MARKS}/{RUN}-plan.yml"
+    text = "workflow:\n  command: hostname\nwide:\n  nodes: 2\nnarrow:\n  nodes: 1\n"
+    ssh(expdir, "head", as_ptc(f"printf {shlex.quote(text)} > {plan}"))
+    ran = ssh(expdir, "head", as_ptc(f"ptc-elastic plan --job {job_id} --plan {plan}")).stdout
+    stages = [json.loads(line) for line in ran.splitlines()]
+    assert [(s["stage"], s["nodes"], len(s["hosts"])) for s in stages] == [
+        ("wide", 2, 2), ("narrow", 1, 1),
+    ], ran  # fmt: skip
+    assert stages[1]["hosts"] == [first] and job(expdir, job_id)["NodeList"] == first
     mark(expdir, "resize")
     done = wait_for(
         "the job to complete",
@@ -1078,9 +1089,9 @@ def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contra
     )
     assert (done["nodes"], done["exit"]) == (first, "0:0"), done
     steps = ssh(
-        expdir, "head", f"sacct -n -P -j {job_id}.0 --format=JobID,State,NNodes"
+        expdir, "head", f"sacct -n -P -j {job_id}.0,{job_id}.1 --format=JobID,State,NNodes"
     ).stdout.split()
-    assert steps == [f"{job_id}.0|COMPLETED|3"], steps
+    assert steps == [f"{job_id}.0|COMPLETED|3", f"{job_id}.1|COMPLETED|2"], steps
     wait_for("the nodes back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 150)
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from elastic.slurm.commands import SlurmCommandError
-from elastic.slurm.resize import Resizer, ResizeRefused, hostfile, main
+from elastic.slurm.elastic_job import main
+from elastic.slurm.resize import Resizer, ResizeRefused, hostfile
 
 CHANGES = ("salloc", "scancel", "update")
 
