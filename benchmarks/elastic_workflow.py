@@ -77,6 +77,15 @@ def node_seconds(exp: Any, selector: str) -> tuple[int, list[dict[str, Any]]]:
     return sum(r["nodes"] * r["elapsed_s"] for r in rows), rows
 
 
+def queue_wait_s(exp: Any, job_id: str) -> int:
+    """Submit to start of the job's first record (Slurm sets the start once its nodes are up,
+    so a resume of powered-down nodes counts as waiting)."""
+    out = sh(exp, f"sacct -X -n -P -j {job_id} --format=Submit,Start")
+    submit, start = out.splitlines()[0].split("|")
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    return int(time.mktime(time.strptime(start, fmt)) - time.mktime(time.strptime(submit, fmt)))
+
+
 def plan_text(width: int, scale: float) -> str:
     lines = ["workflow:", "  command: sleep 1"]
     for name, wide, seconds in STAGES:
@@ -105,7 +114,7 @@ def run_elastic(exp: Any, width: int, scale: float, stamp: str) -> dict[str, Any
     time.sleep(2)
     own, records = node_seconds(exp, f"-j {job_id}")
     helpers, helper_records = node_seconds(exp, f"--name=ptc-expand-{job_id}")
-    return {"job": job_id, "plan_wall_s": wall, "stages": stages, "node_s": own + helpers,
+    return {"job": job_id, "plan_wall_s": wall, "queue_s": queue_wait_s(exp, job_id), "stages": stages, "node_s": own + helpers,
             "job_node_s": own, "helper_node_s": helpers, "records": records,
             "helper_records": helper_records}  # fmt: skip
 
@@ -121,7 +130,24 @@ def run_static(exp: Any, width: int, scale: float) -> dict[str, Any]:
     wait("the static job to end", lambda: job_state(exp, job_id) == "", 1800, 5)
     time.sleep(2)
     total, records = node_seconds(exp, f"-j {job_id}")
-    return {"job": job_id, "node_s": total, "records": records}
+    return {"job": job_id, "node_s": total, "records": records,
+            "queue_s": queue_wait_s(exp, job_id)}  # fmt: skip
+
+
+def equations(width: int, elastic: dict[str, Any], static: dict[str, Any]) -> dict[str, float]:
+    """E-HPC's Eq. 3 (core-hours: sum CR_i n_i < sum (n - n_i) t_i) and Eq. 7 (turnaround:
+    sum q_i < q) from the measured values. A stage's CR_i is the resize before it (ptc's jobs
+    keep running through a resize: no checkpoint, no restart); its q_i is that resize when it
+    grew the job (waiting for nodes), and the first stage's also the job's own queue wait."""
+    stages = elastic["stages"]
+    grows = [s["resize_s"] for i, s in enumerate(stages)
+             if i == 0 or s["nodes"] > stages[i - 1]["nodes"]]  # fmt: skip
+    return {
+        "eq3_overhead_node_s": sum(s["resize_s"] * s["nodes"] for s in stages),
+        "eq3_gain_node_s": sum((width - s["nodes"]) * s["step_s"] for s in stages),
+        "eq7_sum_qi_s": elastic["queue_s"] + sum(grows),
+        "eq7_q_s": static["queue_s"],
+    }
 
 
 def plot(result: dict[str, Any], out: Path) -> None:
@@ -132,9 +158,11 @@ def plot(result: dict[str, Any], out: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     e, s = result["elastic"], result["static"]
-    ax.bar(["elastic (job)", "elastic (helpers)"], [e["job_node_s"], e["helper_node_s"]],
-           color=["tab:blue", "tab:cyan"])  # fmt: skip
-    ax.bar(["static"], [s["node_s"]], color="tab:gray")
+    ax.bar(["elastic"], [e["job_node_s"]], color="tab:blue", label="the job")
+    ax.bar(["elastic"], [e["helper_node_s"]], bottom=[e["job_node_s"]], color="tab:cyan",
+           label="its expansions' helper allocations")  # fmt: skip
+    ax.bar(["static"], [s["node_s"]], color="tab:gray", label="static, widest stage")
+    ax.legend(loc="lower right", fontsize=8)
     ax.set_ylabel("node-seconds (sacct)")
     ax.set_title(f"Montage-like workflow, {result['width']} nodes at its widest")
     fig.tight_layout()
@@ -155,11 +183,15 @@ def main() -> int:
     elastic = run_elastic(exp, args.width, args.scale, stamp)
     static = run_static(exp, args.width, args.scale)
     saving = 1 - elastic["node_s"] / static["node_s"]
+    eq = equations(args.width, elastic, static)
     result = {"width": args.width, "scale": args.scale, "elastic": elastic, "static": static,
-              "saving": saving}  # fmt: skip
+              "saving": saving, "equations": eq}  # fmt: skip
     print(f"\nnode-seconds: elastic {elastic['node_s']} (job {elastic['job_node_s']}, "
           f"expansion helpers {elastic['helper_node_s']}) against static {static['node_s']}: "
           f"{saving:.0%} fewer (E-HPC: 76% fewer core-hours, Montage at 256 cores)")  # fmt: skip
+    print(f"Eq. 3: sum CR_i n_i = {eq['eq3_overhead_node_s']:.0f} node-s against "
+          f"sum (n - n_i) t_i = {eq['eq3_gain_node_s']:.0f} node-s; "
+          f"Eq. 7: sum q_i = {eq['eq7_sum_qi_s']:.0f} s against q = {eq['eq7_q_s']:.0f} s")  # fmt: skip
     print("resizes before stages: " + ", ".join(
         f"{s['stage']} {s['resize_s']:.1f} s" for s in elastic["stages"]))  # fmt: skip
     if args.out:
