@@ -147,7 +147,7 @@ def run_plan(
     report = Reporter("elastic-plan", on_event)
     report.begin(f"job {job_id}: {len(stages)} stage(s)", total=len(stages))
     done: list[StageRun] = []
-    hosts = resizer.job(job_id).nodes
+    hosts = shape.nodes
     for i, stage in enumerate(stages):
         started = clock()
         if stage.nodes > len(hosts):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from elastic.errors import InputError
+from elastic.errors import InputError, PtcError
 from elastic.slurm.commands import Runner, Slurm
 
 
@@ -102,7 +102,14 @@ class Resizer:
         self.run(argv)
         helper_ids = self.run(["squeue", "--noheader", f"--name={helper}", "--format=%A"]).split()
         if len(helper_ids) != 1:
-            raise ResizeRefused(f"job {job_id}: expected one helper allocation, found {helper_ids}")
+            # Another expansion of the job at the same time, or one that died half-way: which
+            # allocation is this one's cannot be told, so none is merged.
+            for stray in helper_ids:
+                self.run(["scancel", stray])
+            raise PtcError(
+                f"job {job_id}: expected one allocation {helper}, found {len(helper_ids)} "
+                f"({', '.join(helper_ids) or 'none'}); cancelled them, the job is unchanged"
+            )
         helper_id = helper_ids[0]
         try:
             self.run(["scontrol", "update", f"JobId={helper_id}", "NumNodes=0"])

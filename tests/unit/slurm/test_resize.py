@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from elastic.errors import PtcError
 from elastic.slurm.commands import SlurmCommandError
 from elastic.slurm.elastic_job import main
 from elastic.slurm.resize import Resizer, ResizeRefused, hostfile
@@ -24,6 +25,7 @@ class FakeSlurm:
     limit: str = "00:30:00"
     sent: list[list[str]] = field(default_factory=list)
     salloc_fails: bool = False
+    helpers: str = "43\n"
 
     def __call__(self, argv: Sequence[str]) -> str:
         argv = list(argv)
@@ -52,8 +54,8 @@ class FakeSlurm:
                                if n not in excluded][:count]  # fmt: skip
                 return ""
             case ["squeue", "--noheader", "--name=ptc-expand-42", "--format=%A"]:
-                return "43\n"
-            case ["scontrol", "update", "JobId=43", "NumNodes=0"] | ["scancel", "43"]:
+                return self.helpers
+            case ["scontrol", "update", "JobId=43", "NumNodes=0"] | ["scancel", "43" | "44"]:
                 return ""
             case ["scontrol", "update", "JobId=42", "NumNodes=ALL"]:
                 self.nodes += self.helper
@@ -139,6 +141,14 @@ def test_an_expansion_slurm_cannot_place_leaves_the_job_as_it_was() -> None:
     with pytest.raises(SlurmCommandError, match="Immediate"):
         Resizer(slurm).expand("42", 3)
     assert [c[0] for c in slurm.changes()] == ["salloc"] and slurm.nodes == ["node-1"]
+
+
+def test_two_helper_allocations_are_both_cancelled_and_the_job_is_left_as_it_was() -> None:
+    slurm = FakeSlurm(helpers="43\n44\n")
+    with pytest.raises(PtcError, match=r"found 2 \(43, 44\); cancelled them, the job is unchanged"):
+        Resizer(slurm).expand("42", 3)
+    assert slurm.changes()[1:] == [["scancel", "43"], ["scancel", "44"]]
+    assert slurm.nodes == ["node-1"]
 
 
 def test_hostfile_lists_one_node_per_line() -> None:
