@@ -38,9 +38,14 @@ class JobShape:
     time_limit: str  # as Slurm prints it (``UNLIMITED``, ``30:00``, ``1-00:00:00``)
 
 
+def show_fields(line: str) -> dict[str, str]:
+    """The ``Key=Value`` fields of one line of ``scontrol show ... -o``."""
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+
+
 def parse_job(text: str, job_id: str, slurm: Slurm) -> JobShape:
     """``scontrol show job -o J``'s one line."""
-    fields = dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+    fields = show_fields(text)
     if not fields.get("JobId"):
         raise ResizeRefused(f"job: {job_id!r} is not a job Slurm knows")
     hostlist = fields.get("NodeList", "")
@@ -75,8 +80,7 @@ class Resizer:
 
     def partition_size(self, partition: str) -> int:
         line = self.run(["scontrol", "show", "partition", "-o", partition])
-        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-        return int(fields.get("TotalNodes", "0"))
+        return int(show_fields(line).get("TotalNodes", "0"))
 
     def expand(self, job_id: str, to: int) -> tuple[str, ...]:
         """Grow running job ``job_id`` to ``to`` nodes; its nodes afterwards, batch host first."""
@@ -105,7 +109,7 @@ class Resizer:
             # Another expansion of the job at the same time, or one that died half-way: which
             # allocation is this one's cannot be told, so none is merged.
             for stray in helper_ids:
-                self.run(["scancel", stray])
+                self.slurm.cancel(stray)
             raise PtcError(
                 f"job {job_id}: expected one allocation {helper}, found {len(helper_ids)} "
                 f"({', '.join(helper_ids) or 'none'}); cancelled them, the job is unchanged"
@@ -114,7 +118,7 @@ class Resizer:
         try:
             self.run(["scontrol", "update", f"JobId={helper_id}", "NumNodes=0"])
         finally:
-            self.run(["scancel", helper_id])
+            self.slurm.cancel(helper_id)
         self.run(["scontrol", "update", f"JobId={job_id}", "NumNodes=ALL"])
         return self.job(job_id).nodes
 
