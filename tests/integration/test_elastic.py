@@ -155,6 +155,18 @@ def sacct(expdir: Path, job_id: str) -> dict[str, str]:
     return {"id": jid, "state": state, "nnodes": nnodes, "nodes": nodelist, "exit": code}
 
 
+def completed(expdir: Path, job_id: str, timeout: float, poll: float = 2.0) -> dict[str, str]:
+    """sacct's row of ``job_id`` once the job has COMPLETED; fails naming it on timeout."""
+    return dict(
+        wait_for(
+            f"job {job_id} to complete",
+            lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
+            timeout,
+            poll,
+        )
+    )
+
+
 def slurm_nodes(expdir: Path) -> dict[str, tuple[str, str]]:
     out = ssh(expdir, "head", "sinfo --noheader --Node --format='%N|%T|%E'").stdout
     found = {}
@@ -224,11 +236,7 @@ def test_a_job_resumes_nodes_through_the_hooks_and_they_return_after_suspend_tim
     expdir = leaves_pool_idle
     assert all_back_in_pool(expdir), "the pool does not start free and powered down"
     job_id = sbatch(expdir, "-N3", "srun hostname; sleep 2")
-    done = wait_for(
-        "the 3-node job to complete",
-        lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
-        300,
-    )
+    done = completed(expdir, job_id, 300)
     assert done["nnodes"] == "3" and done["exit"] == "0:0", done
     used = expand(expdir, done["nodes"])
     # while idle, the nodes stay in Slurm's partition (held by slurm in the manager)
@@ -749,11 +757,7 @@ def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them
     running = machines_running(NODES)
     assert sorted(n for n, up in running.items() if up) == sorted(used), running
     mark(expdir, "power")
-    done = wait_for(
-        "the job to complete",
-        lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
-        240,
-    )
+    done = completed(expdir, job_id, 240)
     assert done["exit"] == "0:0", done
     wait_for("the nodes back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 120)
     wait_for(
@@ -841,12 +845,7 @@ def test_ap_100_moves_the_pool_off_the_dear_site_in_one_round_and_every_job_comp
     for i in range(4):
         mark(expdir, f"ap-{i}")
     for j in jobs:
-        done = wait_for(
-            f"job {j} to complete",
-            lambda j=j: (acct := sacct(expdir, j)).get("state") == "COMPLETED" and acct,
-            300,
-            5,
-        )
+        done = completed(expdir, j, 300, 5)
         assert set(expand(expdir, done["nodes"])) <= set(CHEAP) or j not in on_dear, done
     assert all(slurm_nodes(expdir)[n][0].startswith("drained") for n in DEAR)
     logged = ssh(expdir, "head", f"tail -n 1 {remote.LOG_FILE}").stdout
@@ -985,11 +984,7 @@ def test_an_instance_launched_through_boto3_joins_slurm_runs_a_job_and_terminati
         alive = reconcile_cluster(provider, NAME, believed, grace_s=0)
         assert (alive.matched, alive.lost, alive.orphans) == ((EC2_NODE,), (), ()), alive
         mark(expdir, "ec2")
-        done = wait_for(
-            "the job to complete",
-            lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
-            120,
-        )
+        done = completed(expdir, job_id, 120)
         assert (done["nodes"], done["exit"]) == (EC2_NODE, "0:0"), done
 
         (ended,) = provider.terminate(NAME, [EC2_NODE])
@@ -1082,11 +1077,7 @@ def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contra
     ], ran  # fmt: skip
     assert stages[1]["hosts"] == [first] and job(expdir, job_id)["NodeList"] == first
     mark(expdir, "resize")
-    done = wait_for(
-        "the job to complete",
-        lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
-        120,
-    )
+    done = completed(expdir, job_id, 120)
     assert (done["nodes"], done["exit"]) == (first, "0:0"), done
     steps = ssh(
         expdir, "head", f"sacct -n -P -j {job_id}.0,{job_id}.1 --format=JobID,State,NNodes"
