@@ -49,7 +49,7 @@ demo: setup
 # group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs,
 # and the elastic module alone keeps one worker busy for most of the run.
 TEST_WORKERS ?= 3
-INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=20
+INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=0 --durations-min=10
 
 # The node images (several minutes on a fresh machine) build in the background while lint and
 # the unit tests run, which need no node; the integration tests wait for them. pytest exits 5

@@ -29,11 +29,11 @@ class Runner(Protocol):
     def __call__(self, argv: Sequence[str]) -> str: ...
 
 
-def subprocess_runner(timeout: float = 30.0) -> Runner:
+def subprocess_runner(timeout: float = 30.0, cwd: str | None = None) -> Runner:
     def run(argv: Sequence[str]) -> str:
         try:
             done = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=timeout, check=False
+                list(argv), capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd
             )
         except subprocess.TimeoutExpired as err:
             raise SlurmCommandError(argv, None, f"timed out after {timeout} s") from err

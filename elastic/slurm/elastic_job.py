@@ -1,6 +1,7 @@
-"""``ptc-elastic``: the command a job's owner resizes a running job with, on the controller
-(E-HPC's expand, contract and done, and its plan-driven elasticity). It prints the job's nodes
-afterwards, one per line; ``plan`` prints one JSON line per stage."""
+"""``ptc-elastic``: the command a running job resizes itself with from its batch script, or
+its owner with ``--job`` from any Slurm node (E-HPC's expand, contract and done, and its
+plan-driven elasticity). It prints the job's nodes afterwards, one per line; ``plan`` prints one
+JSON line per stage. Standard library and PyYAML only: it runs on a compute node's python3."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from elastic import atomic
 from elastic.errors import PtcError
-from elastic.slurm.commands import subprocess_runner
+from elastic.slurm.commands import Runner, subprocess_runner
 from elastic.slurm.plan import load_plan, run_plan
-from elastic.slurm.resize import Resizer, hostfile, notify
+from elastic.slurm.resize import Resizer, environment_script, hostfile, notify
 
 # A resume of powered-down pool nodes happens inside salloc, and a plan's stages run inside
 # the command: this bounds one Slurm command, not the whole run.
@@ -30,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", default=os.environ.get("SLURM_JOB_ID", ""),
                         help="the job (default: $SLURM_JOB_ID, the job calling)")  # fmt: skip
     parser.add_argument("--hostfile", type=Path, help="write the job's nodes here, one per line")
+    parser.add_argument("--env", type=Path,
+                        help="write the job's SLURM_* settings here, for the job to source")  # fmt: skip
     parser.add_argument("--notify", action="store_true", help="then SIGUSR1 the batch script")
     parser.add_argument("--wait", type=int, default=60,
                         help="expand: seconds to wait for the partition to have the nodes free")  # fmt: skip
@@ -42,27 +46,39 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("contract: --by K is missing")
     if args.action == "plan" and args.plan is None:
         parser.error("plan: --plan FILE is missing")
-    run = subprocess_runner(timeout=COMMAND_TIMEOUT_S)
-    resizer = Resizer(run, wait_for_nodes_s=args.wait)
-    try:
-        if args.action == "plan":
-            for stage in run_plan(resizer, run, args.job, load_plan(args.plan)):
-                print(json.dumps(stage.as_json(), sort_keys=True), flush=True)
-            return 0
-        if args.action == "expand":
-            nodes = resizer.expand(args.job, args.to)
-        elif args.action == "contract":
-            nodes = resizer.contract(args.job, args.by)
-        else:
-            nodes = resizer.done(args.job)
-        if args.hostfile is not None:
-            atomic.write_text(args.hostfile, hostfile(nodes))
-        if args.notify:
-            notify(run, args.job)
-    except PtcError as err:
-        print(f"ptc-elastic {args.action}: {err}", file=sys.stderr)
-        return err.exit_code
-    print(hostfile(nodes), end="")
+    # Slurm drops resize scripts in the working directory of a NumNodes update (the helper
+    # allocation's too): the resize commands run in a scratch directory, a plan's steps in the
+    # job's own.
+    with tempfile.TemporaryDirectory(prefix="ptc-elastic-") as scratch:
+        resizer = Resizer(
+            subprocess_runner(timeout=COMMAND_TIMEOUT_S, cwd=scratch), wait_for_nodes_s=args.wait
+        )
+        try:
+            return _act(args, resizer, subprocess_runner(timeout=COMMAND_TIMEOUT_S))
+        except PtcError as err:
+            print(f"ptc-elastic {args.action}: {err}", file=sys.stderr)
+            return err.exit_code
+
+
+def _act(args: argparse.Namespace, resizer: Resizer, run: Runner) -> int:
+    if args.action == "plan":
+        for stage in run_plan(resizer, run, args.job, load_plan(args.plan)):
+            print(json.dumps(stage.as_json(), sort_keys=True), flush=True)
+        return 0
+    if args.action == "expand":
+        resizer.expand(args.job, args.to)
+    elif args.action == "contract":
+        resizer.contract(args.job, args.by)
+    else:
+        resizer.done(args.job)
+    shape = resizer.job(args.job)
+    if args.hostfile is not None:
+        atomic.write_text(args.hostfile, hostfile(shape.nodes))
+    if args.env is not None:
+        atomic.write_text(args.env, environment_script(shape))
+    if args.notify:
+        notify(run, args.job)
+    print(hostfile(shape.nodes), end="")
     return 0
 
 

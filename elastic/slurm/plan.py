@@ -33,7 +33,7 @@ import yaml
 from elastic.errors import InputError
 from elastic.events import OnEvent, Reporter
 from elastic.slurm.commands import Runner
-from elastic.slurm.resize import Resizer, ResizeRefused
+from elastic.slurm.resize import Resizer, ResizeRefused, in_environment
 
 STAGE_FIELDS = ("nodes", "ppn", "walltime", "command")
 WALLTIME = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
@@ -147,20 +147,23 @@ def run_plan(
     report = Reporter("elastic-plan", on_event)
     report.begin(f"job {job_id}: {len(stages)} stage(s)", total=len(stages))
     done: list[StageRun] = []
-    hosts = shape.nodes
     for i, stage in enumerate(stages):
         started = clock()
-        if stage.nodes > len(hosts):
-            hosts = resizer.expand(job_id, stage.nodes)
-        elif stage.nodes < len(hosts):
-            hosts = resizer.contract(job_id, len(hosts) - stage.nodes)
+        if stage.nodes != len(shape.nodes):
+            if stage.nodes > len(shape.nodes):
+                resizer.expand(job_id, stage.nodes)
+            else:
+                resizer.contract(job_id, len(shape.nodes) - stage.nodes)
+            shape = resizer.job(job_id)
+        hosts = shape.nodes
         resized = clock()
         argv = ["srun", f"--jobid={job_id}", f"--nodes={stage.nodes}",
                 f"--ntasks-per-node={stage.ppn}", f"--job-name={stage.name}",
                 f"--export=ALL,PTC_STAGE={stage.name}"]  # fmt: skip
         if stage.walltime:
             argv.append(f"--time={stage.walltime}")
-        run([*argv, "sh", "-c", stage.command])
+        # run from inside the job (its batch script), srun would read the job's first size
+        run(in_environment(shape, [*argv, "sh", "-c", stage.command]))
         finished = clock()
         done.append(StageRun(stage.name, stage.nodes, resized - started, finished - resized, hosts))
         report.progress(i + 1, len(stages), f"{stage.name} on {len(hosts)} node(s)")

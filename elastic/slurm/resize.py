@@ -12,11 +12,18 @@ pool once idle.
 Everything is checked against the job and its partition before Slurm is asked: a size the
 partition cannot hold, a shrink below one node, a job that is not running are refused, naming
 the parameter, and the job keeps running unchanged.
+
+A job's own environment still describes the allocation it started with, and srun inside the job
+reads it (``Only allocated 1 nodes asked for 2``). Slurm answers that with a ``slurm_job_J_resize.sh``
+it drops in the working directory of ``NumNodes`` updates only; ``environment`` gives the same
+settings for any resize, from the job as Slurm holds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from elastic.errors import InputError, PtcError
@@ -36,6 +43,12 @@ class JobShape:
     partition: str
     nodes: tuple[str, ...]  # the batch host first
     time_limit: str  # as Slurm prints it (``UNLIMITED``, ``30:00``, ``1-00:00:00``)
+    hostlist: str = ""  # Slurm's NodeList
+    cpus: tuple[int, ...] = ()  # CPUs allocated on each node, in the hostlist's order
+
+
+# ``scontrol show job -d``'s allocation details: ``Nodes=node-[0-1] CPU_IDs=0-1 Mem=...``
+_ALLOCATION = re.compile(r"(?:^|\s)Nodes=(\S+)\s+CPU_IDs=(\S+)")
 
 
 def show_fields(line: str) -> dict[str, str]:
@@ -52,13 +65,73 @@ def parse_job(text: str, job_id: str, slurm: Slurm) -> JobShape:
     nodes = slurm.expand(hostlist) if hostlist and hostlist != "(null)" else []
     batch = fields.get("BatchHost", "")
     ordered = ([batch] if batch in nodes else []) + [n for n in nodes if n != batch]
+    cpus: dict[str, int] = {}
+    for group, ids in _ALLOCATION.findall(text):
+        for node in [group] if _single(group) else slurm.expand(group):
+            cpus[node] = cpu_count(ids)
     return JobShape(
         job_id=fields["JobId"],
         state=fields.get("JobState", ""),
         partition=fields.get("Partition", ""),
         nodes=tuple(ordered),
         time_limit=fields.get("TimeLimit", "UNLIMITED"),
+        hostlist=hostlist if nodes else "",
+        cpus=tuple(cpus.get(n, 1) for n in nodes),
     )
+
+
+def _single(hostlist: str) -> bool:
+    return re.fullmatch(r"[\w.-]+", hostlist) is not None
+
+
+def cpu_count(ids: str) -> int:
+    """``0-1,4`` -> 3."""
+    total = 0
+    for part in ids.split(","):
+        low, _, high = part.partition("-")
+        total += int(high) - int(low) + 1 if high else 1
+    return total
+
+
+def repeated(counts: Sequence[int]) -> str:
+    """Slurm's ``2,1(x3)`` form of a per-node list."""
+    runs: list[list[int]] = []
+    for count in counts:
+        if runs and runs[-1][0] == count:
+            runs[-1][1] += 1
+        else:
+            runs.append([count, 1])
+    return ",".join(f"{c}(x{n})" if n > 1 else str(c) for c, n in runs)
+
+
+# What Slurm's own resize script unsets: task counts of the old allocation.
+STALE = ("SLURM_NPROCS", "SLURM_NTASKS", "SLURM_TASKS_PER_NODE")
+
+
+def environment(shape: JobShape) -> dict[str, str]:
+    """The SLURM_* settings of the job's allocation as it is now (those in STALE go)."""
+    count = str(len(shape.nodes))
+    return {
+        "SLURM_NODELIST": shape.hostlist,
+        "SLURM_JOB_NODELIST": shape.hostlist,
+        "SLURM_NNODES": count,
+        "SLURM_JOB_NUM_NODES": count,
+        "SLURM_JOB_CPUS_PER_NODE": repeated(shape.cpus),
+    }
+
+
+def environment_script(shape: JobShape) -> str:
+    """``environment`` as a script the job sources (``. FILE``), as Slurm's resize script."""
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in environment(shape).items()]
+    return "\n".join([*lines, f"unset {' '.join(STALE)}", ""])
+
+
+def in_environment(shape: JobShape, argv: Sequence[str]) -> list[str]:
+    """``argv`` run with ``environment`` (``env -u ... K=V ... argv``): a step the job
+    launches itself sees the allocation as it is now, not as the job started."""
+    unset = [f"--unset={k}" for k in STALE]
+    settings: Mapping[str, str] = environment(shape)
+    return ["env", *unset, *(f"{k}={v}" for k, v in settings.items()), *argv]
 
 
 class Resizer:
@@ -76,7 +149,8 @@ class Resizer:
     def job(self, job_id: str) -> JobShape:
         if not job_id.isdigit():
             raise ResizeRefused(f"job: {job_id!r} is not a job id")
-        return parse_job(self.run(["scontrol", "show", "job", "-o", job_id]), job_id, self.slurm)
+        text = self.run(["scontrol", "show", "job", "-d", "-o", job_id])
+        return parse_job(text, job_id, self.slurm)
 
     def partition_size(self, partition: str) -> int:
         line = self.run(["scontrol", "show", "partition", "-o", partition])

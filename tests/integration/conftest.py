@@ -36,7 +36,9 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     # Under `pytest -n N --dist loadgroup` a module's tests stay on one worker (its cluster is a
     # module fixture), and every module on the shared cluster joins one group, so it is made once.
     # Marked as each item is collected: xdist reads the groups in its own modifyitems hook.
-    if not isinstance(item, pytest.Function):
+    # A test may name a group of its own: a long module split in two runs on two workers, each
+    # with its own copy of the module's cluster.
+    if not isinstance(item, pytest.Function) or item.get_closest_marker("xdist_group"):
         return
     shared = "shared_cluster" in item.fixturenames
     item.add_marker(pytest.mark.xdist_group("shared-cluster" if shared else item.module.__name__))
@@ -47,6 +49,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 # instead of one long module running alone after the other worker is done.
 LONGEST_FIRST = (
     "test_elastic",
+    "test_elastic_faults",
     "shared-cluster",
     "test_cluster",
     "test_configserver",

@@ -13,6 +13,11 @@ Times are short so the module runs in minutes: SuspendTime 20 s, SuspendTimeout 
 holds a suspended node "powering down" that long, however quickly SuspendProgram is done), a PV
 every 5 s, repeats of NotifyDeletePending every 10 s, PVs stale after 60 s, ResumeTimeout 90 s.
 
+The module is the longest of the suite, so under xdist it runs as two groups on two workers:
+the resume faults and the machines that leave the experiment (FAULTS_AND_LENDING) get their own
+1+4 experiment and small testbed, as the module's fixtures are per worker. Run in one process,
+both groups share one.
+
 While developing, PTC_TEST_ELASTIC_REUSE=$PTC_HOME/experiments/NAME runs the tests against an
 experiment already deployed with EXTRAVARS (it is left up).
 """
@@ -75,6 +80,8 @@ EXTRAVARS = [
     "slurm_job_expansion=true",
 ]
 MARKS = "/home/ptc/elastic-marks"
+# The second group (see the module's docstring).
+FAULTS_AND_LENDING = pytest.mark.xdist_group("test_elastic_faults")
 LENDEE = experiment_name("lendee")
 # The module's testbed: the pool's 1+4 and the other user's 1+1, and not one machine more.
 MACHINES = 7
@@ -599,6 +606,7 @@ def requeued(expdir: Path, job_id: str) -> dict[str, str] | None:
     return info if ok else None
 
 
+@FAULTS_AND_LENDING
 def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path) -> None:
     expdir = leaves_pool_idle
     # node-3: the resume playbook fails (slurmd is masked); node-2: slurmd "starts" but never
@@ -654,6 +662,7 @@ def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path)
         )
 
 
+@FAULTS_AND_LENDING
 def test_a_node_that_does_not_boot_is_down_with_the_reason_and_back_in_the_pool(
     leaves_pool_idle: Path,
 ) -> None:
@@ -1027,13 +1036,28 @@ def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contra
 ) -> None:
     """A 1-node job grows to 3 through ``ptc-elastic expand`` on the head (the 2 new nodes
     resumed from the powered-down pool); the command writes the host file and SIGUSR1s the
-    batch script, whose trap copies it. ``srun -N3`` runs on all 3; the job shrinks back to its
-    batch host through the Python API, runs a two-stage elasticity plan (2 nodes, then 1) and
-    completes. sacct shows the steps on 3 and 2 nodes, and the pool gets the nodes back. A size the partition cannot hold, or a shrink to no node, is
-    refused, naming the parameter, and the job runs on unchanged."""
+    batch script, whose trap copies it. ``srun -N3`` runs on all 3, and the job shrinks back to
+    its batch host through the Python API. Then the job resizes itself from its batch host, a
+    compute node: ``ptc-elastic expand --to 2``, a step on both, ``contract --by 1``, and a
+    two-stage elasticity plan (2 nodes, then 1); it completes. sacct shows each step on its
+    width, and the pool gets the nodes back. A size the partition cannot hold, or a shrink to no
+    node, is refused, naming the parameter, and the job runs on unchanged."""
     expdir = leaves_pool_idle
-    hosts, seen = f"{MARKS}/{RUN}-hosts", f"{MARKS}/{RUN}-usr1-seen"
-    script = f"trap 'cp {hosts} {seen}' USR1; " + until_mark("resize", "true")
+    out = f"{MARKS}/{RUN}-resize"
+    hosts, seen = f"{out}-hosts", f"{out}-usr1-seen"
+    plan = f"{out}-plan.yml"
+    text = "workflow:\n  command: hostname\nwide:\n  nodes: 2\nnarrow:\n  nodes: 1\n"
+    ssh(expdir, "head", as_ptc(f"printf {shlex.quote(text)} > {plan}"))
+    # the job sources its new allocation's settings before srun, as with Slurm's own script
+    env = f"{out}-self-env.sh"
+    by_itself = (
+        f"ptc-elastic expand --to 2 --hostfile {out}-self-hosts --env {env} > {out}-self-grown; "
+        f". {env}; srun -N2 hostname > {out}-self-step; "
+        f"ptc-elastic contract --by 1 --env {env} > {out}-self-contracted; . {env}; "
+        f"ptc-elastic plan --plan {plan} > {out}-plan-run; "
+        f"ls {MARKS}/../slurm_job_* 2>/dev/null | wc -l > {out}-litter"
+    )
+    script = f"set -e; trap 'cp {hosts} {seen}' USR1; " + until_mark("resize", by_itself)
     job_id = sbatch(expdir, "-N1 -t 10", script)
     first = wait_for(
         f"job {job_id} to run",
@@ -1066,24 +1090,70 @@ def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contra
     assert resizer.contract(job_id, 2) == (first,)
     assert job(expdir, job_id)["NodeList"] == first
 
-    # An elasticity plan (E-HPC's Fig. 3 form): two nodes, then one, each stage one step.
-    plan = f"{MARKS}/{RUN}-plan.yml"
-    text = "workflow:\n  command: hostname\nwide:\n  nodes: 2\nnarrow:\n  nodes: 1\n"
-    ssh(expdir, "head", as_ptc(f"printf {shlex.quote(text)} > {plan}"))
-    ran = ssh(expdir, "head", as_ptc(f"ptc-elastic plan --job {job_id} --plan {plan}")).stdout
+    # the job's own turn, on its batch host
+    mark(expdir, "resize")
+    done = completed(expdir, job_id, 300)
+    assert (done["nodes"], done["exit"]) == (first, "0:0"), done
+    read = ssh(expdir, "head", f"cd {MARKS} && head -v -n 20 {RUN}-resize-*").stdout
+    self_grown = ssh(expdir, "head", f"cat {out}-self-grown").stdout.split()
+    assert len(self_grown) == 2 and self_grown[0] == first, read
+    assert ssh(expdir, "head", f"cat {out}-self-hosts").stdout.split() == self_grown, read
+    assert sorted(ssh(expdir, "head", f"cat {out}-self-step").stdout.split()) == sorted(
+        self_grown
+    ), read
+    assert ssh(expdir, "head", f"cat {out}-self-contracted").stdout.split() == [first], read
+    # Slurm's own resize scripts stayed in ptc-elastic's scratch directory, not the job's
+    assert ssh(expdir, "head", f"cat {out}-litter").stdout.strip() == "0", read
+    ran = ssh(expdir, "head", f"cat {out}-plan-run").stdout
     stages = [json.loads(line) for line in ran.splitlines()]
     assert [(s["stage"], s["nodes"], len(s["hosts"])) for s in stages] == [
         ("wide", 2, 2), ("narrow", 1, 1),
     ], ran  # fmt: skip
-    assert stages[1]["hosts"] == [first] and job(expdir, job_id)["NodeList"] == first
-    mark(expdir, "resize")
-    done = completed(expdir, job_id, 120)
-    assert (done["nodes"], done["exit"]) == (first, "0:0"), done
+    assert stages[1]["hosts"] == [first], ran
     steps = ssh(
-        expdir, "head", f"sacct -n -P -j {job_id}.0,{job_id}.1 --format=JobID,State,NNodes"
+        expdir, "head", f"sacct -n -P -j {job_id} --format=JobID,State,NNodes"
     ).stdout.split()
-    assert steps == [f"{job_id}.0|COMPLETED|3", f"{job_id}.1|COMPLETED|2"], steps
+    widths = [s for s in steps if s.split("|")[0].partition(".")[2].isdigit()]  # the steps
+    assert widths == [
+        f"{job_id}.0|COMPLETED|3", f"{job_id}.1|COMPLETED|2",
+        f"{job_id}.2|COMPLETED|2", f"{job_id}.3|COMPLETED|1",
+    ], steps  # fmt: skip
     wait_for("the nodes back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 150)
+
+
+@FAULTS_AND_LENDING
+def test_a_reclamation_while_a_job_is_grown_takes_its_new_nodes_and_leaves_it_its_grace(
+    leaves_pool_idle: Path, ptc: Any
+) -> None:
+    """A 1-node job grown to the partition's 4 nodes (E-HPC's expand): the preemption vector
+    counts the job on all 4 of its current nodes, so a reclamation of one node takes one of the
+    job's, and the job is requeued only at the grace period's end, as any job is. Requeued, it
+    runs again and completes."""
+    expdir = leaves_pool_idle
+    job_id = sbatch(expdir, "-N1", until_mark("grown"))
+    wait_for(f"job {job_id} to run", lambda: job(expdir, job_id).get("JobState") == "RUNNING", 300)
+    grown = Resizer(as_job_owner(expdir), wait_for_nodes_s=60).expand(job_id, len(NODES))
+    assert sorted(grown) == NODES, grown
+    wait_for_pv_covering(expdir, NODES)
+    proc = ptc("elastic", "reclaim", NAME, "--count", "1", "--grace", "20")
+    assert proc.returncode == 0, proc.stderr
+    started = events(expdir, "reclamation-started")[-1]
+    rec_id = started["data"]["reclamation"]
+    assert [sorted(j["nodes"]) for j in started["data"]["pv"]["jobs"]] == [NODES], started
+    assert [j["job_id"] for j in started["data"]["jobs"]] == [job_id], started
+    assert len(started["data"]["chosen"]) == 1 and started["data"]["chosen"][0] in NODES
+    with manager(expdir) as m:
+        rec = wait_for(
+            f"reclamation {rec_id} to finish",
+            lambda: (r := m.reclamation(rec_id))["state"] == "done" and r,
+            120,
+        )
+    # the job kept its nodes to the grace period's end (the client requeues 2 s before it)
+    assert rec["finished_at"] >= rec["deadline"] - 2 - 1, "finished well before its deadline"
+    requeued = [e for e in events(expdir, "jobs-requeued") if e["data"]["reclamation"] == rec_id]
+    assert [j["job_id"] for e in requeued for j in e["data"]["jobs"]] == [job_id], requeued
+    done = completed(expdir, job_id, 300)
+    assert done["exit"] == "0:0", done
 
 
 # -- the Part-Time Cloud: a pool node lent to a second experiment, and given back -------------
@@ -1124,6 +1194,7 @@ def lend(expdir: Path, lendee: Path, ptc: Any, *args: str) -> list[tuple[str, st
     return found
 
 
+@FAULTS_AND_LENDING
 def test_a_pool_node_is_lent_to_a_second_experiment_and_slurm_grows_into_it_again(
     leaves_pool_idle: Path, lendee: Path, ptc: Any
 ) -> None:
@@ -1185,6 +1256,7 @@ def test_a_pool_node_is_lent_to_a_second_experiment_and_slurm_grows_into_it_agai
 PER_JOB_VARS = [*EXTRAVARS, "elastic_per_job=true"]
 
 
+@FAULTS_AND_LENDING
 def test_per_job_each_job_gets_a_node_provisioned_for_it_and_gives_it_back_at_its_end(
     leaves_pool_idle: Path, ptc: Any, tmp_path: Path
 ) -> None:
@@ -1258,6 +1330,7 @@ def node_states(name: str) -> dict[str, str]:
     return nodeops.states(experiments.load(name))
 
 
+@FAULTS_AND_LENDING
 def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
     leaves_pool_idle: Path, lendee: Path, ptc: Any
 ) -> None:

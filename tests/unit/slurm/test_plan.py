@@ -35,8 +35,10 @@ class PlanSlurm(FakeSlurm):
     steps: list[tuple[list[str], int]]
 
     def __call__(self, argv: Sequence[str]) -> str:
-        if argv[0] == "srun":
-            self.steps.append((list(argv), len(self.nodes)))
+        if "srun" in argv:  # after env's settings of the job's allocation
+            step = list(argv[list(argv).index("srun") :])
+            assert argv[0] == "env" and f"SLURM_JOB_NUM_NODES={len(self.nodes)}" in argv, argv
+            self.steps.append((step, len(self.nodes)))
             return ""
         return super().__call__(argv)
 

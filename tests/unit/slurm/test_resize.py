@@ -5,13 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from elastic.errors import PtcError
-from elastic.slurm.commands import SlurmCommandError
+from elastic.slurm.commands import Slurm, SlurmCommandError
 from elastic.slurm.elastic_job import main
-from elastic.slurm.resize import Resizer, ResizeRefused, hostfile
+from elastic.slurm.resize import (
+    Resizer,
+    ResizeRefused,
+    cpu_count,
+    environment_script,
+    hostfile,
+    in_environment,
+    parse_job,
+    repeated,
+)
 
 CHANGES = ("salloc", "scancel", "update")
 
@@ -31,13 +41,15 @@ class FakeSlurm:
         argv = list(argv)
         self.sent.append(argv)
         match argv:
-            case ["scontrol", "show", "job", "-o", "42"]:
+            case ["scontrol", "show", "job", "-d", "-o", "42"]:
+                details = "".join(f" Nodes={n} CPU_IDs=0-1 Mem=100 GRES=" for n in self.nodes)
                 return (
                     f"JobId=42 JobName=wf JobState={self.state} Partition=main "
                     f"TimeLimit={self.limit} NodeList={self._hostlist()} "
                     f"BatchHost={self.nodes[0] if self.nodes else '(null)'} NumNodes={len(self.nodes)}"
+                    f"{details} MinCPUsNode=1"
                 )
-            case ["scontrol", "show", "job", "-o", other]:
+            case ["scontrol", "show", "job", "-d", "-o", other]:
                 raise SlurmCommandError(argv, 1, f"Invalid job id specified {other}")
             case ["scontrol", "show", "partition", "-o", "main"]:
                 return "PartitionName=main Nodes=node-[0-3] TotalNodes=4 TotalCPUs=8"
@@ -167,3 +179,59 @@ def test_the_command_names_what_is_missing(
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+# One line of ``scontrol show job -d -o`` on the elastic test cluster (a 2-node job).
+SHOWN = (
+    "JobId=4 JobName=wrap UserId=ptc(2000) JobState=RUNNING Partition=main "
+    "ReqNodeList=(null) ExcNodeList=(null) NodeList=node-[0-1] BatchHost=node-0 NumNodes=2 "
+    "NumCPUs=2 NumTasks=2 CPUs/Task=1 JOB_GRES=(null)   Nodes=node-[0-1] CPU_IDs=0 Mem=10004 "
+    "GRES= MinCPUsNode=1 WorkDir=/home/ptc"
+)
+
+
+def test_a_job_s_allocation_is_read_from_slurm_s_details() -> None:
+    shape = parse_job(SHOWN, "4", Slurm(lambda argv: "node-0\nnode-1\n"))
+    assert (shape.nodes, shape.hostlist, shape.cpus) == (("node-0", "node-1"), "node-[0-1]", (1, 1))
+
+
+@pytest.mark.parametrize(("ids", "count"), [("0", 1), ("0-1", 2), ("0-1,4", 3), ("0,2-3,6-7", 5)])
+def test_cpu_ids_are_counted(ids: str, count: int) -> None:
+    assert cpu_count(ids) == count
+
+
+@pytest.mark.parametrize(
+    ("counts", "text"), [((1,), "1"), ((1, 1), "1(x2)"), ((2, 1, 1, 2), "2,1(x2),2")]
+)
+def test_per_node_counts_take_slurm_s_repeated_form(counts: tuple[int, ...], text: str) -> None:
+    assert repeated(counts) == text
+
+
+def test_after_an_expansion_the_job_s_environment_is_its_new_allocation() -> None:
+    """What the job sources (or a step it launches runs with): Slurm's resize script's
+    settings, for the job as it is now, so that srun inside the job sees its new width."""
+    slurm = FakeSlurm()
+    resizer = Resizer(slurm)
+    resizer.expand("42", 3)
+    shape = resizer.job("42")
+    script = environment_script(shape)
+    assert "export SLURM_JOB_NODELIST=node-1,node-0,node-2\n" in script
+    assert "export SLURM_NNODES=3\n" in script and "export SLURM_JOB_NUM_NODES=3\n" in script
+    assert "export SLURM_JOB_CPUS_PER_NODE='2(x3)'\n" in script
+    assert script.endswith("unset SLURM_NPROCS SLURM_NTASKS SLURM_TASKS_PER_NODE\n")
+    argv = in_environment(shape, ["srun", "-N3", "hostname"])
+    assert argv[0] == "env" and argv[-3:] == ["srun", "-N3", "hostname"]
+    assert "--unset=SLURM_NTASKS" in argv and "SLURM_JOB_NUM_NODES=3" in argv
+
+
+def test_the_command_writes_the_host_file_and_the_environment_after_a_contraction(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slurm = FakeSlurm(nodes=["node-1", "node-0", "node-2"])
+    monkeypatch.setattr("elastic.slurm.elastic_job.subprocess_runner", lambda **_: slurm)
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    hosts, env = tmp_path / "hosts", tmp_path / "env.sh"
+    assert main(["contract", "--by", "2", "--hostfile", str(hosts), "--env", str(env)]) == 0
+    assert capsys.readouterr().out == "node-1\n" == hosts.read_text()
+    assert "export SLURM_NNODES=1\n" in env.read_text()
+    assert slurm.nodes == ["node-1"]
