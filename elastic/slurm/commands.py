@@ -46,6 +46,10 @@ def subprocess_runner(timeout: float = 30.0, cwd: str | None = None) -> Runner:
     return run
 
 
+# How long a requeued job that was resized waits before it may start again: Slurm's KillWait
+# (30 s by default, between the old step's SIGTERM and SIGKILL) and a margin for its last report.
+RESIZED_REQUEUE_DELAY_S = 40
+
 # squeue's -o format: one running job per line, fields split by "|"; the name goes last
 # because it may itself contain "|". The JSON output (--json) needs Slurm's openapi/data
 # parser plugins, which Debian 12's slurm 22.05.8 packages do not promise; this format works
@@ -123,8 +127,21 @@ class Slurm:
         """``scontrol show node -o``: one line of ``Key=Value`` fields a node."""
         return self.run(["scontrol", "show", "node", "-o", ",".join(nodes)])
 
-    def requeue(self, job_id: str) -> None:
-        self.run(["scontrol", "requeue", job_id])
+    def requeue(self, job_id: str) -> bool:
+        """Requeue the job. Slurm 22.05 may start a requeued job that was resized while it ran
+        again at once, before its old batch step has ended, then kill it when the old batch
+        host reports that step ("non-startable batch job"). Such a job is held while it gets a
+        begin time RESIZED_REQUEUE_DELAY_S ahead, then released; True if it was."""
+        if "ResizeTime=" not in self.run(["scontrol", "show", "job", "-o", job_id]):
+            self.run(["scontrol", "requeue", job_id])
+            return False
+        self.run(["scontrol", "requeuehold", job_id])
+        try:
+            delay = f"StartTime=now+{RESIZED_REQUEUE_DELAY_S}"
+            self.run(["scontrol", "update", f"JobId={job_id}", delay])
+        finally:
+            self.run(["scontrol", "release", job_id])
+        return True
 
     def cancel(self, job_id: str) -> None:
         self.run(["scancel", job_id])

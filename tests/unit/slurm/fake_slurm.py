@@ -37,6 +37,7 @@ class Job:
     name: str = "sleep"
     partition: str = "elastic"
     requeueable: bool = True
+    resized: bool = False  # Slurm resized it while it ran (a ResizeTime in its record)
 
 
 @dataclass
@@ -47,6 +48,8 @@ class FakeSlurm:
     calls: list[list[str]] = field(default_factory=list)
     requeued: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # requeued and held, not released yet
+    begin: dict[str, str] = field(default_factory=dict)  # job -> StartTime it was given
     register_after: int = 0  # sinfo polls before a resumed node shows registered
     known: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")  # Slurm's nodes
     slurmd_started: dict[str, str] = field(default_factory=dict)  # node -> ISO time
@@ -80,6 +83,16 @@ class FakeSlurm:
                 for n in expand(argv[4])
                 if n in self.known
             )
+        if argv[:4] == ["scontrol", "show", "job", "-o"]:
+            job = next(j for j in self.jobs if j.job_id == argv[4])
+            resize = " ResizeTime=2026-11-28T17:41:18" if job.resized else ""
+            return f"JobId={job.job_id} JobState=RUNNING{resize} Partition={job.partition}\n"
+        if argv[:2] == ["scontrol", "update"] and argv[2].startswith("JobId="):
+            self.begin[argv[2].removeprefix("JobId=")] = argv[3].removeprefix("StartTime=")
+            return ""
+        if argv[:2] == ["scontrol", "release"]:
+            self.held.remove(argv[2])
+            return ""
         if argv[:2] == ["scontrol", "update"]:
             nodes = expand(argv[2].removeprefix("NodeName="))
             state = argv[3].removeprefix("State=").lower()
@@ -90,8 +103,10 @@ class FakeSlurm:
                 elif state in ("undrain", "resume"):
                     self.reasons.pop(n, None)
             return ""
-        if argv[:2] == ["scontrol", "requeue"]:
+        if argv[:2] in (["scontrol", "requeue"], ["scontrol", "requeuehold"]):
             job = next(j for j in self.jobs if j.job_id == argv[2])
+            if argv[1] == "requeuehold":
+                self.held.append(job.job_id)
             if not job.requeueable:
                 raise SlurmCommandError(
                     argv,

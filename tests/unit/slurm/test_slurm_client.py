@@ -10,7 +10,7 @@ from slurm_env import NODES, T0, World
 from elastic.errors import InputError, PtcError
 from elastic.events import Event, Kind, Reporter, collect
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
-from elastic.slurm.commands import Slurm
+from elastic.slurm.commands import RESIZED_REQUEUE_DELAY_S, Slurm
 from elastic.slurm.queue import parse_squeue
 from elastic.slurm.service import SlurmClientSettings, create_app
 from elastic.slurm_time import parse_duration
@@ -127,6 +127,30 @@ def test_graceful_preemption_drain_release_idle_requeue_at_deadline(world: World
     assert report["jobs"] == [
         {"job_id": "2", "elapsed": 500.0, "node_count": 2, "requeued": True, "detail": ""}
     ]
+
+
+def test_a_resized_job_is_requeued_held_until_its_old_step_can_be_gone(world: World) -> None:
+    """A job Slurm resized while it ran is requeued with a begin time RESIZED_REQUEUE_DELAY_S
+    ahead, set while it is held, then released; a job never resized is requeued plainly."""
+    hold_all(world)
+    world.slurm.jobs = [
+        Job("5", ["node-0", "node-1"], elapsed="3:00", resized=True),
+        Job("6", ["node-2"], elapsed="2:00"),
+    ]
+    world.client.report_pv()
+    world.manager.reclaim(world.admin, "slurm", 4, 30)
+    world.manager.tick()
+    world.client.notified(world.notes[-1])
+    world.clock.t = T0 + 28
+    world.client.step()
+    assert sorted(world.slurm.requeued) == ["5", "6"]
+    sent = [c for c in world.slurm.calls if c[:2] != ["scontrol", "show"] and "5" in " ".join(c)]
+    assert [c for c in sent if c[0] == "scontrol" and c[1] in ("requeuehold", "release")] == [
+        ["scontrol", "requeuehold", "5"],
+        ["scontrol", "release", "5"],
+    ]
+    assert world.slurm.begin == {"5": f"now+{RESIZED_REQUEUE_DELAY_S}"} and world.slurm.held == []
+    assert ["scontrol", "requeue", "6"] in world.slurm.calls
 
 
 def test_a_job_that_cannot_be_requeued_is_cancelled_and_reported(world: World) -> None:
