@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("contract: --by K is missing")
     if args.action == "plan" and args.plan is None:
         parser.error("plan: --plan FILE is missing")
+    # checked before the job changes: a resize whose host list cannot be written is half done
+    for option, path in (("--hostfile", args.hostfile), ("--env", args.env)):
+        if path is not None and not os.access(path.parent, os.W_OK):
+            parser.error(f"{option}: cannot write in {path.parent} (missing or not writable)")
     # Slurm drops resize scripts in the working directory of a NumNodes update (the helper
     # allocation's too): the resize commands run in a scratch directory, a plan's steps in the
     # job's own.
@@ -72,10 +76,19 @@ def _act(args: argparse.Namespace, resizer: Resizer, run: Runner) -> int:
     else:
         resizer.done(args.job)
     shape = resizer.job(args.job)
-    if args.hostfile is not None:
-        atomic.write_text(args.hostfile, hostfile(shape.nodes))
-    if args.env is not None:
-        atomic.write_text(args.env, environment_script(shape))
+    for option, path, text in (
+        ("--hostfile", args.hostfile, hostfile(shape.nodes)),
+        ("--env", args.env, environment_script(shape)),
+    ):
+        if path is None:
+            continue
+        try:
+            atomic.write_text(path, text)
+        except OSError as err:
+            raise PtcError(
+                f"{option}: {path}: {err.strerror}; job {args.job} is on "
+                f"{len(shape.nodes)} node(s) now: {','.join(shape.nodes)}"
+            ) from err
     if args.notify:
         notify(run, args.job)
     print(hostfile(shape.nodes), end="")

@@ -235,3 +235,16 @@ def test_the_command_writes_the_host_file_and_the_environment_after_a_contractio
     assert capsys.readouterr().out == "node-1\n" == hosts.read_text()
     assert "export SLURM_NNODES=1\n" in env.read_text()
     assert slurm.nodes == ["node-1"]
+
+
+def test_a_host_file_or_environment_that_cannot_be_written_is_refused_before_the_job_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slurm = FakeSlurm(nodes=["node-1", "node-0"])
+    monkeypatch.setattr("elastic.slurm.elastic_job.subprocess_runner", lambda **_: slurm)
+    for option in ("--hostfile", "--env"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["contract", "--job", "42", "--by", "1", option, str(tmp_path / "no" / "f")])
+        assert exit_.value.code == 2
+        assert f"{option}: cannot write in {tmp_path / 'no'}" in capsys.readouterr().err
+    assert slurm.changes() == [] and slurm.nodes == ["node-1", "node-0"]
