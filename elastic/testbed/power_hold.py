@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,7 +57,9 @@ def refuse_if_held(exp: Experiment, operation: str) -> None:
 def hold(exp: Experiment, what: str) -> Iterator[None]:
     """Hold the experiment's nodes up for the ``with`` block."""
     pid = os.getpid()
-    path: Path = exp.power_holds_dir / f"{pid}-{id(object())}.json"
+    # One file per hold, even for holds one process nests: a temporary object's id would do
+    # neither, since CPython gives the next object the freed address.
+    path: Path = exp.power_holds_dir / f"{pid}-{uuid.uuid4().hex}.json"
     atomic.write_json(path, {"pid": pid, "started": processes.start_time(pid), "what": what})
     try:
         yield

@@ -150,6 +150,11 @@ def job(expdir: Path, job_id: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
 
+def squeue_ids(expdir: Path) -> list[str]:
+    """The jobs Slurm still holds, any state (a COMPLETING one among them)."""
+    return ssh(expdir, "head", "squeue --noheader --format=%i", check=False).stdout.split()
+
+
 def sacct(expdir: Path, job_id: str) -> dict[str, str]:
     out = ssh(
         expdir,
@@ -163,15 +168,30 @@ def sacct(expdir: Path, job_id: str) -> dict[str, str]:
 
 
 def completed(expdir: Path, job_id: str, timeout: float, poll: float = 2.0) -> dict[str, str]:
-    """sacct's row of ``job_id`` once the job has COMPLETED; fails naming it on timeout."""
-    return dict(
-        wait_for(
-            f"job {job_id} to complete",
-            lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
-            timeout,
-            poll,
+    """sacct's row of ``job_id`` once the job has COMPLETED. On timeout it fails naming the
+    job, with what sacct and slurmctld last said of it and the states of its nodes."""
+    try:
+        return dict(
+            wait_for(
+                f"job {job_id} to complete",
+                lambda: (acct := sacct(expdir, job_id)).get("state") == "COMPLETED" and acct,
+                timeout,
+                poll,
+            )
         )
-    )
+    except AssertionError as err:
+        held = job(expdir, job_id)
+        seen = {k: held.get(k) for k in ("JobState", "Reason", "NodeList", "Restarts", "RunTime")}
+        client = ssh(
+            expdir,
+            "head",
+            "journalctl -q -o cat -n 8 -u ptc-elastic-slurm-client -u slurmctld",
+            check=False,
+        ).stdout
+        raise AssertionError(
+            f"{err}; sacct: {sacct(expdir, job_id)}; slurmctld: {seen}; "
+            f"nodes: {slurm_nodes(expdir)}; last logged: {client.splitlines()}"
+        ) from None
 
 
 def slurm_nodes(expdir: Path) -> dict[str, tuple[str, str]]:
@@ -1024,10 +1044,16 @@ def test_an_instance_launched_through_boto3_joins_slurm_runs_a_job_and_terminati
             5,
         )
     finally:
-        bridge.close()
+        # A job left running would lose its slurmd below and hold the node COMPLETING.
+        ssh(expdir, "head", "scancel -u ptc", check=False)
+        with contextlib.suppress(AssertionError):
+            wait_for("no job left", lambda: not squeue_ids(expdir), 60)
+        # The instance ends before the bridge lets go of the machine, so that a test failed
+        # half-way still stops it, its slurmd disabled, for the pool and the next test.
         with contextlib.suppress(PtcError):
             provider.terminate(NAME, [EC2_NODE])
             bridge.sync()
+        bridge.close()
 
 
 # -- a running job that grows and shrinks (E-HPC's expand and contract) ----------------------

@@ -67,10 +67,14 @@ class FakeEc2Bridge:
         return changed
 
     def close(self) -> None:
-        """Let go of every hold (the machines are left as they are)."""
+        """Let go of every hold; the machines of instances ended since are stopped, the others
+        are left as they are. Call it after the last ``sync``."""
         for stack in self._holds.values():
             stack.close()
         self._holds.clear()
+        if self.to_stop:
+            nodeops.power_off(self.experiment, self.to_stop)
+            self.to_stop.clear()
 
     def _boot(self, node: str, instance_id: str) -> None:
         stack = contextlib.ExitStack()
@@ -96,7 +100,9 @@ class FakeEc2Bridge:
         staged = " ".join(shlex.quote(p) for p in self.files)
         self._run(node, f"systemctl disable --now slurmd && rm -f {staged}")
         self.realised.pop(node)
-        self._holds.pop(node).close()
+        hold = self._holds.pop(node, None)
+        if hold is not None:
+            hold.close()
         self.to_stop.append(node)
 
     def _run(self, node: str, command: str, stdin: bytes | None = None) -> None:

@@ -7,6 +7,7 @@ answers the few commands the local backend sends. The wiring functions (``networ
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import types
@@ -616,6 +617,26 @@ def test_a_hold_refuses_power_off_naming_the_holder_and_ends_with_it(
     nodeops.power_off(exp, ["node-0"])
     assert podman.verbs() == [("stop", "ptc-held-node-0")]
     assert not list(exp.power_holds_dir.glob("*.json"))
+
+
+def test_nested_holds_of_one_process_each_hold_until_their_own_end(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    podman, _ = fake
+    exp, request = made("nested", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    outer = power_hold.hold(exp, "fake EC2 instance")
+    outer.__enter__()
+    try:
+        with power_hold.hold(exp, "verify"):
+            assert len(power_hold.holders(exp)) == 2
+        # the inner hold's end leaves the outer one's file alone
+        assert power_hold.holders(exp) == [f"fake EC2 instance (pid {os.getpid()})"]
+        with pytest.raises(power_hold.PowerHeld):
+            nodeops.power_off(exp, ["node-0"])
+    finally:
+        outer.__exit__(None, None, None)
+    assert power_hold.holders(exp) == []
 
 
 def test_a_dead_holder_holds_nothing(fake: tuple[FakePodman, Wiring]) -> None:
