@@ -76,6 +76,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Seconds per group and per worker (setup, call and teardown of every test): the groups are
+    balanced across the workers by hand (the order above), and this is what to balance by."""
+    groups: dict[str, float] = {}
+    workers: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if not isinstance(report, pytest.TestReport):
+                continue
+            group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else "-"
+            gateway = getattr(getattr(report, "node", None), "gateway", None)
+            worker = str(getattr(gateway, "id", "main"))
+            groups[group] = groups.get(group, 0.0) + report.duration
+            workers[worker] = workers.get(worker, 0.0) + report.duration
+    if not groups:
+        return
+    terminalreporter.write_sep("=", "seconds per group, and per worker")
+    for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f}  {name}")
+    terminalreporter.write_line(
+        "workers: " + ", ".join(f"{w} {s:.0f}" for w, s in sorted(workers.items()))
+    )
+
+
 @pytest.fixture(scope="session")
 def ptc_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("ptc-home")

@@ -14,8 +14,8 @@ holds a suspended node "powering down" that long, however quickly SuspendProgram
 every 5 s, repeats of NotifyDeletePending every 10 s, PVs stale after 60 s, ResumeTimeout 90 s.
 
 The module is the longest of the suite, so under xdist it runs as two groups on two workers:
-the resume faults and the machines that leave the experiment (FAULTS_AND_LENDING) get their own
-1+4 experiment and small testbed, as the module's fixtures are per worker. Run in one process,
+most resume faults and the machines that leave the experiment (FAULTS_AND_LENDING) get their
+own 1+4 experiment and small testbed, as the module's fixtures are per worker. Run in one process,
 both groups share one.
 
 While developing, PTC_TEST_ELASTIC_REUSE=$PTC_HOME/experiments/NAME runs the tests against an
@@ -696,7 +696,7 @@ def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path)
         )
 
 
-@FAULTS_AND_LENDING
+# In the first group, though a fault: the seconds per group are balanced between the two.
 def test_a_node_that_does_not_boot_is_down_with_the_reason_and_back_in_the_pool(
     leaves_pool_idle: Path,
 ) -> None:
