@@ -46,8 +46,9 @@ demo: setup
 	$(PTC) demo --name $(DEMO_NAME) --nodes $(DEMO_NODES)
 
 # Integration modules run three at a time (pytest-xdist, one worker per module or shared-cluster
-# group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs,
-# and the elastic module alone keeps one worker busy for most of the run.
+# group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs.
+# The elastic module's two groups each keep a worker busy for most of the run; the run ends with
+# the seconds per group and per worker, to balance them by.
 TEST_WORKERS ?= 3
 INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=0 --durations-min=10
 

@@ -70,12 +70,11 @@ def _act(args: argparse.Namespace, resizer: Resizer, run: Runner) -> int:
             print(json.dumps(stage.as_json(), sort_keys=True), flush=True)
         return 0
     if args.action == "expand":
-        resizer.expand(args.job, args.to)
+        shape = resizer.expand(args.job, args.to)
     elif args.action == "contract":
-        resizer.contract(args.job, args.by)
+        shape = resizer.contract(args.job, args.by)
     else:
-        resizer.done(args.job)
-    shape = resizer.job(args.job)
+        shape = resizer.done(args.job)
     for option, path, text in (
         ("--hostfile", args.hostfile, hostfile(shape.nodes)),
         ("--env", args.env, environment_script(shape)),

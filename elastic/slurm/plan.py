@@ -151,10 +151,9 @@ def run_plan(
         started = clock()
         if stage.nodes != len(shape.nodes):
             if stage.nodes > len(shape.nodes):
-                resizer.expand(job_id, stage.nodes)
+                shape = resizer.expand(job_id, stage.nodes)
             else:
-                resizer.contract(job_id, len(shape.nodes) - stage.nodes)
-            shape = resizer.job(job_id)
+                shape = resizer.contract(job_id, len(shape.nodes) - stage.nodes)
         hosts = shape.nodes
         resized = clock()
         argv = ["srun", f"--jobid={job_id}", f"--nodes={stage.nodes}",

@@ -156,8 +156,9 @@ class Resizer:
         line = self.run(["scontrol", "show", "partition", "-o", partition])
         return int(show_fields(line).get("TotalNodes", "0"))
 
-    def expand(self, job_id: str, to: int) -> tuple[str, ...]:
-        """Grow running job ``job_id`` to ``to`` nodes; its nodes afterwards, batch host first."""
+    def expand(self, job_id: str, to: int) -> JobShape:
+        """Grow running job ``job_id`` to ``to`` nodes; the job as Slurm then holds it (its
+        nodes batch host first)."""
         shape = self._running(job_id)
         if isinstance(to, bool) or not isinstance(to, int) or to <= len(shape.nodes):
             raise ResizeRefused(
@@ -194,11 +195,11 @@ class Resizer:
         finally:
             self.slurm.cancel(helper_id)
         self.run(["scontrol", "update", f"JobId={job_id}", "NumNodes=ALL"])
-        return self.job(job_id).nodes
+        return self.job(job_id)
 
-    def contract(self, job_id: str, by: int) -> tuple[str, ...]:
+    def contract(self, job_id: str, by: int) -> JobShape:
         """Shrink running job ``job_id`` by ``by`` nodes, keeping its batch host and first
-        nodes; its nodes afterwards."""
+        nodes; the job as Slurm then holds it."""
         shape = self._running(job_id)
         if isinstance(by, bool) or not isinstance(by, int) or by < 1:
             raise ResizeRefused(f"--by: {by!r} is not a whole number of nodes >= 1")
@@ -209,15 +210,16 @@ class Resizer:
             )
         return self._keep(shape, shape.nodes[: len(shape.nodes) - by])
 
-    def done(self, job_id: str) -> tuple[str, ...]:
-        """Give back every node but the batch host (the workflow's last stage is over)."""
+    def done(self, job_id: str) -> JobShape:
+        """Give back every node but the batch host (the workflow's last stage is over); the
+        job as Slurm then holds it."""
         shape = self._running(job_id)
-        return self._keep(shape, shape.nodes[:1]) if len(shape.nodes) > 1 else shape.nodes
+        return self._keep(shape, shape.nodes[:1]) if len(shape.nodes) > 1 else shape
 
-    def _keep(self, shape: JobShape, kept: Sequence[str]) -> tuple[str, ...]:
+    def _keep(self, shape: JobShape, kept: Sequence[str]) -> JobShape:
         hostlist = self.slurm.compress(kept)
         self.run(["scontrol", "update", f"JobId={shape.job_id}", f"NodeList={hostlist}"])
-        return self.job(shape.job_id).nodes
+        return self.job(shape.job_id)
 
     def _running(self, job_id: str) -> JobShape:
         shape = self.job(job_id)

@@ -1127,7 +1127,7 @@ def test_a_running_job_expands_from_1_to_3_nodes_runs_a_step_on_all_3_and_contra
     step = ssh(expdir, "head", as_ptc(f"srun --jobid={job_id} -N3 hostname"))
     assert sorted(step.stdout.split()) == sorted(grown), step.stdout
 
-    assert resizer.contract(job_id, 2) == (first,)
+    assert resizer.contract(job_id, 2).nodes == (first,)
     assert job(expdir, job_id)["NodeList"] == first
 
     # the job's own turn, on its batch host
@@ -1174,7 +1174,7 @@ def test_a_reclamation_while_a_job_is_grown_takes_its_nodes_and_leaves_it_its_gr
     expdir = leaves_pool_idle
     job_id = sbatch(expdir, "-N1", until_mark("grown"))
     wait_for(f"job {job_id} to run", lambda: job(expdir, job_id).get("JobState") == "RUNNING", 300)
-    grown = Resizer(as_job_owner(expdir), wait_for_nodes_s=60).expand(job_id, len(NODES))
+    grown = Resizer(as_job_owner(expdir), wait_for_nodes_s=60).expand(job_id, len(NODES)).nodes
     assert sorted(grown) == NODES, grown
     # a PV of the grown job, not one taken while the helper allocation held the new nodes
     wait_for_pv_covering(expdir, NODES, after=time.time())

@@ -90,7 +90,11 @@ class FakeSlurm:
 
 def test_expand_allocates_the_missing_nodes_away_from_the_job_and_merges_them() -> None:
     slurm = FakeSlurm()
-    assert Resizer(slurm, wait_for_nodes_s=45).expand("42", 3) == ("node-1", "node-0", "node-2")
+    assert Resizer(slurm, wait_for_nodes_s=45).expand("42", 3).nodes == (
+        "node-1",
+        "node-0",
+        "node-2",
+    )
     salloc, *rest = slurm.changes()
     assert salloc[0] == "salloc" and "--no-shell" in salloc
     for option in ("--nodes=2", "--partition=main", "--exclude=node-1",
@@ -112,15 +116,15 @@ def test_expand_of_a_job_without_a_time_limit_asks_for_none() -> None:
 
 def test_contract_keeps_the_batch_host_and_first_nodes() -> None:
     slurm = FakeSlurm(nodes=["node-1", "node-0", "node-2"])
-    assert Resizer(slurm).contract("42", 2) == ("node-1",)
+    assert Resizer(slurm).contract("42", 2).nodes == ("node-1",)
     assert slurm.changes() == [["scontrol", "update", "JobId=42", "NodeList=node-1"]]
 
 
 def test_done_gives_back_all_but_the_batch_host() -> None:
     slurm = FakeSlurm(nodes=["node-2", "node-0", "node-3"])
-    assert Resizer(slurm).done("42") == ("node-2",)
+    assert Resizer(slurm).done("42").nodes == ("node-2",)
     alone = FakeSlurm(nodes=["node-2"])
-    assert Resizer(alone).done("42") == ("node-2",) and alone.changes() == []
+    assert Resizer(alone).done("42").nodes == ("node-2",) and alone.changes() == []
 
 
 @pytest.mark.parametrize(
