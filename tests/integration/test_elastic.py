@@ -150,9 +150,9 @@ def job(expdir: Path, job_id: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
 
-def squeue_ids(expdir: Path) -> list[str]:
+def squeue_ids(expdir: Path, check: bool = True) -> list[str]:
     """The jobs Slurm still holds, any state (a COMPLETING one among them)."""
-    return ssh(expdir, "head", "squeue --noheader --format=%i", check=False).stdout.split()
+    return ssh(expdir, "head", "squeue --noheader --format=%i", check=check).stdout.split()
 
 
 def sacct(expdir: Path, job_id: str) -> dict[str, str]:
@@ -182,7 +182,7 @@ def completed(expdir: Path, job_id: str, timeout: float, poll: float = 2.0) -> d
     except AssertionError as err:
         held = job(expdir, job_id)
         seen = {k: held.get(k) for k in ("JobState", "Reason", "NodeList", "Restarts", "RunTime")}
-        client = ssh(
+        logged = ssh(
             expdir,
             "head",
             "journalctl -q -o cat -n 8 -u ptc-elastic-slurm-client -u slurmctld",
@@ -190,7 +190,7 @@ def completed(expdir: Path, job_id: str, timeout: float, poll: float = 2.0) -> d
         ).stdout
         raise AssertionError(
             f"{err}; sacct: {sacct(expdir, job_id)}; slurmctld: {seen}; "
-            f"nodes: {slurm_nodes(expdir)}; last logged: {client.splitlines()}"
+            f"nodes: {slurm_nodes(expdir)}; last logged: {logged.splitlines()}"
         ) from None
 
 
@@ -287,7 +287,7 @@ def test_a_job_the_whole_pool_could_never_hold_is_refused_at_submit_with_the_rea
     """Admission control: powered-down pool nodes count, so one node more than the pool, or
     more memory than a node has, is refused at once, not left pending; nothing is resumed."""
     expdir = leaves_pool_idle
-    before = ssh(expdir, "head", "squeue -h -o %i").stdout.split()
+    before = squeue_ids(expdir)
     too_many = len(NODES) + 1
     for options, why in [
         (f"-N{too_many}", f"it asks for {too_many} nodes and partition main has {len(NODES)}"),
@@ -296,7 +296,7 @@ def test_a_job_the_whole_pool_could_never_hold_is_refused_at_submit_with_the_rea
         out = ssh(expdir, "head", as_ptc(f"sbatch {options} --wrap true"), check=False)
         assert out.returncode != 0, f"sbatch {options} was admitted: {out.stdout}"
         assert f"ptc: this job can never run: {why}" in out.stderr, out.stderr
-    assert ssh(expdir, "head", "squeue -h -o %i").stdout.split() == before
+    assert squeue_ids(expdir) == before
     assert all_back_in_pool(expdir), "a refused job resumed pool nodes"
     fits = sbatch(expdir, f"-N{len(NODES)} --hold", "true")  # the whole pool is admitted
     assert job(expdir, fits).get("JobState") == "PENDING"
@@ -1047,7 +1047,7 @@ def test_an_instance_launched_through_boto3_joins_slurm_runs_a_job_and_terminati
         # A job left running would lose its slurmd below and hold the node COMPLETING.
         ssh(expdir, "head", "scancel -u ptc", check=False)
         with contextlib.suppress(AssertionError):
-            wait_for("no job left", lambda: not squeue_ids(expdir), 60)
+            wait_for("no job left", lambda: not squeue_ids(expdir, check=False), 60)
         # The instance ends before the bridge lets go of the machine, so that a test failed
         # half-way still stops it, its slurmd disabled, for the pool and the next test.
         with contextlib.suppress(PtcError):

@@ -61,9 +61,7 @@ class FakeEc2Bridge:
             elif instance.state.gone and known == instance.instance_id:
                 self._end(node)
                 changed.append(f"ended {node}")
-        if self.to_stop and not self._holds:
-            nodeops.power_off(self.experiment, self.to_stop)
-            self.to_stop.clear()
+        self._stop_ended()
         return changed
 
     def close(self) -> None:
@@ -72,7 +70,11 @@ class FakeEc2Bridge:
         for stack in self._holds.values():
             stack.close()
         self._holds.clear()
-        if self.to_stop:
+        self._stop_ended()
+
+    def _stop_ended(self) -> None:
+        """Stop the machines of ended instances once no instance of the bridge holds power."""
+        if self.to_stop and not self._holds:
             nodeops.power_off(self.experiment, self.to_stop)
             self.to_stop.clear()
 

@@ -625,17 +625,13 @@ def test_nested_holds_of_one_process_each_hold_until_their_own_end(
     podman, _ = fake
     exp, request = made("nested", SLURM_PROFILE, {"computeNodeCount": "1"})
     boot(podman, exp, request)
-    outer = power_hold.hold(exp, "fake EC2 instance")
-    outer.__enter__()
-    try:
+    with power_hold.hold(exp, "fake EC2 instance"):
         with power_hold.hold(exp, "verify"):
             assert len(power_hold.holders(exp)) == 2
         # the inner hold's end leaves the outer one's file alone
         assert power_hold.holders(exp) == [f"fake EC2 instance (pid {os.getpid()})"]
         with pytest.raises(power_hold.PowerHeld):
             nodeops.power_off(exp, ["node-0"])
-    finally:
-        outer.__exit__(None, None, None)
     assert power_hold.holders(exp) == []
 
 
