@@ -37,6 +37,8 @@ DEFAULT_PLAYBOOK = "site.yml"
 JOURNAL_LINES = 30
 # PTC_MITOGEN=0 (or `ptc deploy --no-mitogen`) runs Ansible's own linear strategy.
 MITOGEN_ENV = "PTC_MITOGEN"
+# plugins/cache/ptc_facts.py (ansible.cfg's cache_plugins): facts kept per experiment, across runs.
+FACT_CACHE_PLUGIN = "ptc_facts"
 # The elastic role's default elastic_wheelhouse: the wheels it installs are a run's input too.
 WHEELHOUSE = Path.home() / ".cache" / "ptc-elastic" / "wheels"
 
@@ -176,10 +178,9 @@ def deploy(
             limit=limit,
             # A file's name on the command line, not the values (see elastic.deploy.secrets).
             cmdline=f"-e @{vars_file}",
-            envvars=_environment(use_mitogen),
-            # An absolute path: ansible-runner would otherwise cache facts per run.
-            fact_cache=str(target.fact_cache),
-            fact_cache_type="jsonfile",
+            envvars={**_environment(use_mitogen), **fact_cache_environment(target.fact_cache)},
+            # Not "jsonfile": ansible-runner would then choose the plugin and its directory.
+            fact_cache_type=FACT_CACHE_PLUGIN,
             quiet=True,
             suppress_env_files=True,
         )
@@ -239,6 +240,15 @@ def _progress_data(tracker: Tracker, started: float) -> dict[str, Any]:
 
 def _task_failure(f: Failure) -> TaskFailure:
     return TaskFailure(f.host, f.task, f.message, f.play, f.unreachable)
+
+
+def fact_cache_environment(directory: Path) -> dict[str, str]:
+    """Ansible's settings for the experiment's fact cache: the repository's ptc_facts plugin
+    (jsonfile's files, decoded once per run) in ``directory``, kept across runs."""
+    return {
+        "ANSIBLE_CACHE_PLUGIN": FACT_CACHE_PLUGIN,
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(directory),
+    }
 
 
 def mitogen_enabled() -> bool:

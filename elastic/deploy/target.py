@@ -21,7 +21,7 @@ class Target:
     inventory: Path  # hosts.yml
     ssh_config: Path  # Host entries for every inventory host (journals, testinfra)
     runs_dir: Path  # every run gets a fresh directory under here
-    fact_cache: Path  # Ansible's jsonfile fact cache
+    fact_cache: Path  # the ptc_facts cache plugin's directory
 
     @classmethod
     def of_experiment(cls, exp: Experiment) -> Target:

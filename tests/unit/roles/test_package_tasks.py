@@ -1,8 +1,9 @@
 """Package tasks skip when the run's list of installed packages holds all they would install.
 
-site.yml lists each host's installed packages once (ptc_packages_installed) in the play that runs
-the common role; every later apt task's condition must name exactly the packages the task
-installs, or a rerun would skip an install it needs (or open apt's cache for nothing).
+site.yml lists each host's installed packages once (ptc_packages_installed) before the common role
+runs; every apt task's condition must name exactly the packages the task installs, or a rerun
+would skip an install it needs (or open apt's cache for nothing). Since any of them may be the
+first to run on a node, each refreshes apt's lists when they are stale.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from elastic.testbed.backends.local.role_packages import _names, _tasks, _variab
 
 ROLES = paths.REPO_ROOT / "roles"
 GUARD = "ptc_packages_installed"
-# The base packages refresh apt's lists on a fresh node, so they always run.
-ALWAYS = {("common", "Install the base packages")}
 
 
 def _apt_tasks() -> Iterator[tuple[str, Path, dict[str, Any]]]:
@@ -56,7 +55,7 @@ def test_there_are_package_tasks_to_check() -> None:
 
 @pytest.mark.parametrize(
     ("role", "task_file", "task"),
-    [t for t in APT_TASKS if (t[0], t[2]["name"]) not in ALWAYS],
+    APT_TASKS,
     ids=lambda v: v if isinstance(v, str) else getattr(v, "name", None) or v.get("name"),
 )
 def test_package_task_skips_exactly_when_its_packages_are_installed(
@@ -68,7 +67,7 @@ def test_package_task_skips_exactly_when_its_packages_are_installed(
     context.setdefault("hpgmg_fe_enabled", False)
     names = _names(task["ansible.builtin.apt"]["name"], context, str(task_file))
     assert names
-    others = ["acl", "procps"]
+    others = ["not-a-role-package-1", "not-a-role-package-2"]
     # Nothing listed (another play, or a role used alone): the task runs.
     assert _condition(guard, context) is True
     # Everything installed: it skips.
@@ -79,10 +78,20 @@ def test_package_task_skips_exactly_when_its_packages_are_installed(
         assert _condition(guard, {**context, GUARD: listed}) is True, missing
 
 
-def test_site_lists_the_installed_packages_where_common_runs() -> None:
+def test_every_package_task_refreshes_apt_s_lists_when_they_are_stale() -> None:
+    for _role, task_file, task in APT_TASKS:
+        apt = task["ansible.builtin.apt"]
+        where = f"{task_file}: {task['name']!r}"
+        assert apt.get("update_cache") is True, where
+        assert apt.get("cache_valid_time") not in (None, 0, "0"), where
+
+
+def test_site_lists_the_installed_packages_before_the_common_role() -> None:
     plays = yaml.safe_load((paths.REPO_ROOT / "site.yml").read_text())
     base = next(p for p in plays if any(r.get("role") == "common" for r in p.get("roles", [])))
-    setters = [t for t in base.get("tasks", []) if GUARD in t.get("ansible.builtin.set_fact", {})]
-    assert setters, "site.yml's play with the common role does not set ptc_packages_installed"
+    setters = [
+        t for t in base.get("pre_tasks", []) if GUARD in t.get("ansible.builtin.set_fact", {})
+    ]
+    assert setters, "site.yml's play with the common role does not set ptc_packages_installed first"
     # It comes before every play that installs packages of another role.
     assert plays.index(base) <= 2
