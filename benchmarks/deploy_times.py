@@ -13,7 +13,9 @@ own linear strategy on the bare image (a fresh Debian: every role installs its p
 on the prepared image (the roles' packages installed; `ptc up`'s default locally). Variants
 alternate within a size, so all see the same machine. For --add-node-size it then grows the last
 experiment by one node with `ptc modify` and times `ptc deploy --limit node-N,head`, as when a
-node joins a running cluster.
+node joins a running cluster. ``prepared-stock`` is ``prepared`` with Ansible's own controller
+settings where ptc changes them: interpreter discovery, every fact also copied into a top-level
+variable, and the jsonfile fact cache (which decodes a host's facts again on every read).
 
 With --out it writes results.json, results.md (the table, the ratios plain/variant, the load
 average before and after each size, and the per-role split of every first deploy, read from the
@@ -24,6 +26,7 @@ Prints the figures; never asserts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import itertools
 import json
@@ -31,6 +34,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,8 +52,20 @@ from elastic.testbed import experiment as experiments  # noqa: E402
 from elastic.testbed import lifecycle  # noqa: E402
 
 PROFILE = REPO / "profiles" / "slurm_cluster.py"
-# name: (mitogen strategy on, the nodes' disk image)
-VARIANTS = {"plain": (False, "bare"), "mitogen": (True, "bare"), "prepared": (True, "prepared")}
+# name: (mitogen strategy on, the nodes' disk image, Ansible's stock controller settings)
+VARIANTS = {
+    "plain": (False, "bare", False),
+    "mitogen": (True, "bare", False),
+    "prepared": (True, "prepared", False),
+    "prepared-stock": (True, "prepared", True),
+}
+# Pairs (without, with) a speed-up, reported as ratios when both ran.
+PAIRS = [("plain", "mitogen"), ("plain", "prepared"), ("prepared-stock", "prepared")]
+# What ptc's ansible.cfg changes from Ansible's defaults on the controller, set back.
+STOCK_ENVIRONMENT = {
+    "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+    "ANSIBLE_INJECT_FACT_VARS": "True",
+}
 # Events that open a stretch of the run: a task's wall time runs to the next one.
 _MARKS = (
     "playbook_on_play_start",
@@ -139,9 +155,10 @@ def measure(
     size: int, variant: str, add_node: bool, prefix: str, rows: list[Row], console: Console
 ) -> None:
     name = f"{prefix}-{size}-{variant}"
-    mitogen, image = VARIANTS[variant]
+    mitogen, image, stock = VARIANTS[variant]
     exp = lifecycle.up(PROFILE, {"computeNodeCount": str(size)}, name, "local", None, image=image)
-    try:
+    with stock_controller() if stock else contextlib.nullcontext(), contextlib.ExitStack() as down:
+        down.callback(lifecycle.down, name)
         for run in ("first", "no-op", "up to date"):
             # "no-op" runs the playbook (--full); "up to date" is `ptc deploy`'s own check of
             # each node's record, which skips Ansible when nothing changed
@@ -152,8 +169,31 @@ def measure(
             exp, _ = lifecycle.modify(name, {"computeNodeCount": str(size + 1)})
             timed_deploy(exp, Row(size, variant, f"add {late}", 0, 0, 0, 0, os.getloadavg()),
                          rows, console, mitogen, limit=f"{late},head")  # fmt: skip
+
+
+@contextlib.contextmanager
+def stock_controller() -> Iterator[None]:
+    """Ansible's own controller settings where ptc changes them, for the runs inside."""
+    saved_env = {key: os.environ.get(key) for key in STOCK_ENVIRONMENT}
+    saved_cache = runner.fact_cache_environment
+
+    def jsonfile(directory: Path) -> dict[str, str]:
+        return {
+            "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(directory),
+        }
+
+    os.environ.update(STOCK_ENVIRONMENT)
+    runner.fact_cache_environment = jsonfile  # type: ignore[assignment]
+    try:
+        yield
     finally:
-        lifecycle.down(name)
+        runner.fact_cache_environment = saved_cache  # type: ignore[assignment]
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _seconds(rows: list[Row], size: int, variant: str, run: str) -> float | None:
@@ -169,14 +209,15 @@ def markdown(rows: list[Row], variants: list[str], sizes: list[int], note: str) 
         load = " ".join(f"{x:.1f}" for x in r.load_before)
         out.append(f"| 1+{r.size} | {r.variant} | {r.run} | {r.seconds:.1f} | {r.changed} "
                    f"| {r.failed} | {r.hosts} | {load} |")  # fmt: skip
-    if "plain" in variants:
-        out += ["", "Ratios plain / variant (above 1: the variant is faster):", ""]
+    pairs = [(a, b) for a, b in PAIRS if a in variants and b in variants]
+    if pairs:
+        out += ["", "Ratios without / with a speed-up (above 1: the speed-up is faster):", ""]
         for size in sizes:
-            for variant in (v for v in variants if v != "plain"):
+            for without, variant in pairs:
                 for run in ("first", "no-op", "up to date"):
-                    a, b = (_seconds(rows, size, v, run) for v in ("plain", variant))
+                    a, b = (_seconds(rows, size, v, run) for v in (without, variant))
                     if a and b:
-                        out.append(f"- 1+{size} {run}: plain {a:.1f}s / {variant} {b:.1f}s "
+                        out.append(f"- 1+{size} {run}: {without} {a:.1f}s / {variant} {b:.1f}s "
                                    f"= {a / b:.2f}")  # fmt: skip
     out += ["", "Ratios no-op run / up-to-date check (the playbook skipped):", ""]
     for size in sizes:
