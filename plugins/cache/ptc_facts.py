@@ -69,7 +69,7 @@ class CacheModule(BaseFileCacheModule):  # type: ignore[misc]
         return json.loads(Path(filepath).read_text())
 
     def _dump(self, value: Any, filepath: str) -> None:
-        Path(filepath).write_text(json.dumps(value, cls=AnsibleJSONEncoder, sort_keys=True))
+        Path(filepath).write_text(json.dumps(value, cls=AnsibleJSONEncoder))
 
     def get(self, key: str) -> Any:
         try:
