@@ -78,8 +78,8 @@ test-integration: setup
 	$(PY) -m pytest $(INTEGRATION_ARGS) tests/integration; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 lint: venv
-	$(VENV)/bin/ruff check elastic tests benchmarks profiles
-	$(VENV)/bin/ruff format --check elastic tests benchmarks
+	$(VENV)/bin/ruff check elastic tests benchmarks profiles plugins
+	$(VENV)/bin/ruff format --check elastic tests benchmarks plugins
 	$(VENV)/bin/mypy
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --profile production roles site.yml elastic-resume.yml elastic-provision.yml config_server.yml
 
