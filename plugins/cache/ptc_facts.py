@@ -71,6 +71,15 @@ class CacheModule(BaseFileCacheModule):  # type: ignore[misc]
     def _dump(self, value: Any, filepath: str) -> None:
         Path(filepath).write_text(json.dumps(value, cls=AnsibleJSONEncoder))
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Listed once: a host without facts is asked for on every task until it has some.
+        self._legacy_files = {
+            name.partition("_")[2]: path
+            for path in Path(self._cache_dir).glob("s*_*")
+            if (name := path.name).partition("_")[0][1:].isdigit()
+        }
+
     def get(self, key: str) -> Any:
         try:
             return super().get(key)
@@ -83,14 +92,10 @@ class CacheModule(BaseFileCacheModule):  # type: ignore[misc]
 
     def _legacy(self, key: str) -> Any:
         """The host's facts as the jsonfile plugin wrote them, or None."""
-        if not key:
+        path = self._legacy_files.get(key)
+        if path is None:
             return None
-        for path in sorted(Path(self._cache_dir).glob(f"s*_{key}")):
-            if not path.name[1 : -len(key) - 1].isdigit():
-                continue
-            try:
-                wrapped = json.loads(path.read_text())
-                return json.loads(wrapped[_PAYLOAD])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        return None
+        try:
+            return json.loads(json.loads(path.read_text())[_PAYLOAD])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
