@@ -257,7 +257,7 @@ def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None
 
     from elastic.configserver.access import open_experiment
     from elastic.configserver.cluster import cluster_status
-    from elastic.manager.remote import find_manager, inventory_groups, ssh_run
+    from elastic.manager.workstation import find_manager, inventory_groups, ssh_run
     from elastic.testbed import experiment as experiments
     from elastic.testbed.backends.local.backend import container_name
 

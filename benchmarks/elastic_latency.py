@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from elastic.atomic import write_bytes, write_text
-from elastic.manager.remote import open_manager
+from elastic.manager.workstation import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
 from elastic.remote import ssh
 from elastic.sim.schedule import Schedule, simulate

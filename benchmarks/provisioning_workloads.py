@@ -43,7 +43,7 @@ from elastic.bench import dataset, plot
 from elastic.remote import ssh
 from elastic.slurm import overhead
 from elastic.testbed import experiment as experiments
-from elastic.testbed import provisioning
+from elastic.testbed.backends.local import provisioning
 
 PROVISIONING = ("slot_wait_s", "testbed_s", "network_ssh_s", "configure_s", "register_s")
 

@@ -2,7 +2,7 @@
 
 Long operations (image builds, ``ptc up``, deploys, campaigns, sweeps) take an ``on_event``
 callback and call it with :class:`Event` values. They never draw: the CLI turns events into rich
-progress bars and tables (``elastic.cli.render``); a Slurm hook or a service passes
+progress bars and tables (``elastic.cli.draw``); a Slurm hook or a service passes
 :func:`to_logger` and the same events go to a log file or the journal. ``None`` means nobody
 listens. This follows ansible-runner's ``event_handler``/``status_handler``.
 """

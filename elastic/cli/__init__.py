@@ -26,11 +26,11 @@ def _register() -> None:
         demo,
         elastic,
         experiment,
+        fanout,
         image,
         learn,
         node,
         profile,
-        remote,
         sim,
         testbed,
     )
@@ -39,7 +39,7 @@ def _register() -> None:
 
     experiment.register(app)
     cluster.register(app)
-    remote.register(app)
+    fanout.register(app)
     app.add_typer(image.app, name="image", help="The local testbed's node image.")
     app.add_typer(testbed.app, name="testbed", help="The local testbed's machines.")
     app.add_typer(node.app, name="node", help="Power nodes off and on, reload their disks.")
@@ -56,7 +56,9 @@ def _register() -> None:
 def main() -> None:
     _register()
     try:
-        app()
+        # Usage and error lines name the command the user typed, however it was started
+        # (``bin/ptc`` runs ``python -m elastic.cli``).
+        app(prog_name="ptc")
     except PtcError as err:
         console = Console(stderr=True)
         console.print(f"[bold red]error:[/] {err}", highlight=False)

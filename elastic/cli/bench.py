@@ -13,7 +13,7 @@ from rich.table import Table
 
 from elastic.bench import campaign as campaigns
 from elastic.bench import dataset, hpcc, plot, spec
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.errors import InputError
 from elastic.testbed import experiment as experiments
 
@@ -44,7 +44,7 @@ def run_campaign(
         plan = dataclasses.replace(plan, arrays=False)
     exp = experiments.load(name)
     path = out or default_dataset(exp, plan.name)
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         result = campaigns.run(exp, plan, path, on_event)
     t = result.tally
     console.print(
@@ -84,7 +84,7 @@ def run_hpcc(
     path = out or default_dataset(exp)
     # Each invocation of the shortcut is a new measurement, not a rerun to complete.
     plan = dataclasses.replace(plan, name=f"hpcc-{time.strftime('%Y%m%dT%H%M%S')}")
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         result = campaigns.run(exp, plan, path, on_event)
     print_hpcc([{str(k): v for k, v in r.items()} for r in result.rows])
     console.print(f"dataset: {path}")

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.cli import control as control_cli
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.errors import InputError
+from elastic.testbed import backends, nodeops, power_hold
 from elastic.testbed import experiment as experiments
-from elastic.testbed import nodeops, power_hold
 
 console = Console()
 err_console = Console(stderr=True)
@@ -83,7 +83,7 @@ def deploy(
     exp = experiments.load(experiment)
     target = Target.of_experiment(exp)
     extravars = parse_extravars(extra)
-    with render.progress(err_console) as on_event, nodeops.awake(exp, "deploy", on_event):
+    with draw.progress(err_console) as on_event, nodeops.awake(exp, "deploy", on_event):
         result = runner.deploy(
             target,
             playbook,
@@ -121,7 +121,7 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
 
     exp = experiments.load(experiment)
     target = Target.of_experiment(exp)
-    with render.progress(err_console) as on_event, power_hold.hold(exp, "verify"):
+    with draw.progress(err_console) as on_event, power_hold.hold(exp, "verify"):
         # A powered-off node is not checked (checking would power it on, changing the cluster
         # being checked): its checks are skipped, saying so.
         off = [n for n, s in _power_states(exp).items() if s == "stopped"]
@@ -138,7 +138,7 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
 
 
 def _power_states(exp: experiments.Experiment) -> dict[str, str]:
-    if exp.adopted or exp.testbed != "local":
+    if exp.adopted or not backends.capabilities(exp.testbed).host_machines:
         return {}
     return nodeops.states(exp)
 

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from elastic.cli.render import progress
+from elastic.cli.draw import progress
 from elastic.configserver.access import open_experiment
 from elastic.configserver.cluster import cluster_status, list_keys
 from elastic.configserver.inventory import KEY as INVENTORY_KEY

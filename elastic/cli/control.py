@@ -9,7 +9,7 @@ from rich.console import Console
 
 from elastic.errors import InputError
 from elastic.testbed import experiment as experiments
-from elastic.testbed.control import service
+from elastic.testbed.backends.local.control import service
 from elastic.testbed.experiment import Experiment
 
 app = typer.Typer(no_args_is_help=True)

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from elastic.bench import campaign as campaigns
 from elastic.bench import hpcc, slurm_job, spec
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.cli.bench import default_dataset
 from elastic.errors import PtcError
 from elastic.paths import REPO_ROOT
@@ -53,7 +53,7 @@ def demo(
             )
         stage("nodes (reused)", started, f"{name} already up")
     else:
-        with render.progress(err_console) as on_event:
+        with draw.progress(err_console) as on_event:
             exp = lifecycle.up(
                 profile, {"computeNodeCount": str(nodes)}, name, "local", None, on_event
             )
@@ -61,12 +61,12 @@ def demo(
 
     target = Target.of_experiment(exp)
     started = time.monotonic()
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         result = runner.deploy(target, on_event=on_event)
     stage("deploy", started, result.describe())
 
     started = time.monotonic()
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         checks = verify.verify(target, on_event)
     stage("verify", started, f"testinfra: {checks.describe()}")
 
@@ -78,7 +78,7 @@ def demo(
         name=f"demo-hpcc-{time.strftime('%Y%m%dT%H%M%S')}",
     )
     path = default_dataset(exp)
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         row = campaigns.run(exp, plan, path, on_event).rows[0]
     stage("benchmark", started, f"HPCC job {row['job_id']} {row['state']}")
 
@@ -109,12 +109,30 @@ def demo(
     for line in shares.splitlines():
         fairshare.add_row(*line.split("|"))
     console.print(fairshare)
-    console.print(f"dataset: {path}  (ptc bench show {path})")
+    console.print(f"dataset: {path}")
     if row.get("error"):
         raise PtcError(f"the benchmark run did not produce figures: {row['error']}")
     if not keep:
-        with render.progress(err_console) as on_event:
+        with draw.progress(err_console) as on_event:
             lifecycle.down(name, on_event)
+        return
+    console.print(
+        "The cluster stays up. Look around from the checkout, then tear it down:", highlight=False
+    )
+    for command in next_steps(name, path):
+        console.print(f"  {command}", highlight=False, markup=False)
+
+
+def next_steps(name: str, dataset: Path) -> list[str]:
+    """Commands to run after the demo, as typed from the checkout (``bin/ptc`` finds the same
+    state directory the demo used when ``$PTC_HOME`` is the same)."""
+    shown = dataset.relative_to(REPO_ROOT) if dataset.is_relative_to(REPO_ROOT) else dataset
+    return [
+        f"bin/ptc status {name}",
+        f"bin/ptc ssh {name} head sinfo",
+        f"bin/ptc bench show {shown}",
+        f"bin/ptc down {name}",
+    ]
 
 
 def register(app: typer.Typer) -> None:

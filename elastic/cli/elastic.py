@@ -2,11 +2,11 @@
 acquire, release, events), lending pool machines to another experiment (acquire --into,
 release), reconciling the manager's pool with the testbed (reconcile), where resumed jobs'
 waits went (overhead, :mod:`elastic.slurm.overhead`), and a round of multi-site rebalancing
-on the controller (rebalance, :mod:`elastic.slurm.remote`).
+on the controller (rebalance, :mod:`elastic.slurm.workstation`).
 
 ``ptc elastic status NAME`` finds the manager in the experiment (the first ``config_server``
 host), reads the token it needs over SSH and talks to the manager through an SSH forward
-(:mod:`elastic.manager.remote`): the admin token for status, events and reclaim, the
+(:mod:`elastic.manager.workstation`): the admin token for status, events and reclaim, the
 partition's own token for the reference client's acquire and release. ``--url`` with
 ``--token-file`` (or PTC_ELASTIC_URL and PTC_ELASTIC_TOKEN_FILE) talk to a manager directly
 instead, verifying its certificate against PTC_ELASTIC_CA (the cluster's CA).
@@ -30,8 +30,9 @@ from rich.table import Table
 from elastic.cli import testbed as testbed_cli
 from elastic.errors import InputError, PtcError
 from elastic.manager.client import ManagerClient, ReferenceClient, read_token
-from elastic.testbed import capacity, provisioning
+from elastic.testbed import backends
 from elastic.testbed import experiment as experiments
+from elastic.testbed.backends.local import provisioning
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()
@@ -68,7 +69,7 @@ def connect(
         return
     if name is None:
         raise InputError("NAME: missing (the experiment), or give --url and --token-file")
-    from elastic.manager.remote import open_manager
+    from elastic.manager.workstation import open_manager
     from elastic.testbed import experiment as experiments
 
     exp = experiments.load(name)
@@ -79,7 +80,7 @@ def connect(
 def _slurm_states(name: str | None, url: str | None) -> dict[str, str]:
     if url is not None or name is None:
         return {}
-    from elastic.manager.remote import slurm_states
+    from elastic.manager.workstation import slurm_states
     from elastic.testbed import experiment as experiments
 
     exp = experiments.load(name)
@@ -213,10 +214,10 @@ def rebalance_cmd(
     dear sites and undrains where nodes are wanted. The round's report, with each
     reclamation's excess cost and discarded work, is printed and appended to the head's
     rebalance log; a sites file the round refuses leaves the head's current one in place."""
-    from elastic.slurm import remote
+    from elastic.slurm import workstation
 
     exp = experiments.load(name)
-    report = remote.rebalance(exp.inventory_path, exp.ssh_config_path, sites, policy)
+    report = workstation.rebalance(exp.inventory_path, exp.ssh_config_path, sites, policy)
     if as_json:
         print(json.dumps(report, sort_keys=True))
         return
@@ -257,7 +258,7 @@ def _on_local_testbed(name: str) -> bool:
     if not experiments.exists(name):
         return False
     exp = experiments.load(name)
-    return exp.testbed == capacity.TESTBED and not exp.adopted
+    return backends.capabilities(exp.testbed).host_machines and not exp.adopted
 
 
 @app.command("reclaim")
@@ -335,7 +336,7 @@ def _lend(
     feature: list[str] | None,
     url: str | None,
 ) -> None:
-    from elastic.cli import render
+    from elastic.cli import draw
     from elastic.lending import live, loan
     from elastic.lending.ports import REFERENCE
     from elastic.testbed import experiment as experiments
@@ -346,7 +347,7 @@ def _lend(
     if partition != REFERENCE or feature:
         raise InputError(f"--into: lends through partition {REFERENCE}, without --feature")
     exp = experiments.load(name)
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         loans = loan.lend(
             live.ManagerPool(exp),
             live.LiveTestbed(on_event),
@@ -376,13 +377,13 @@ def release(
     was lent to, comes back to NAME with a fresh disk, is deployed, then released."""
     lent = _lent(name, url)
     if given := [n for n in nodes if n in lent]:
-        from elastic.cli import render
+        from elastic.cli import draw
         from elastic.lending import live, loan
         from elastic.testbed import experiment as experiments
         from elastic.testbed.loans import LoanBook
 
         exp = experiments.load(name)
-        with render.progress(err_console) as on_event:
+        with draw.progress(err_console) as on_event:
             for node in given:
                 back = loan.give_back(
                     live.ManagerPool(exp),
@@ -418,7 +419,7 @@ def reconcile(
 ) -> None:
     """Compare the manager's pool with the testbed and the loans; name every disagreement.
     Exit status 1 when some are found and not repaired."""
-    from elastic.cli import render
+    from elastic.cli import draw
     from elastic.lending import live
     from elastic.lending import reconcile as rec
     from elastic.testbed import experiment as experiments
@@ -426,7 +427,7 @@ def reconcile(
 
     exp = experiments.load(name)
     book = LoanBook(exp.loans_path)
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         pool, testbed = live.ManagerPool(exp), live.LiveTestbed(on_event)
         found = rec.check(pool, testbed, book, name)
         repairs = rec.repair(pool, testbed, book, name, found, on_event) if repair else []

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.cli import control as control_cli
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.cli.options import (
     GroupOpt,
     GroupsFileOpt,
@@ -24,8 +24,9 @@ from elastic.cli.options import (
     parse_params,
 )
 from elastic.errors import InputError
+from elastic.profile import rspec
 from elastic.remote import ssh as remote_ssh
-from elastic.testbed import backends, lifecycle, rspec
+from elastic.testbed import backends, lifecycle
 from elastic.testbed import experiment as experiments
 from elastic.testbed.inventory import load_groups_file
 
@@ -64,7 +65,7 @@ def up(
         raise InputError("--local contradicts --site/--testbed: choose one testbed")
     chosen = testbed or ("cloudlab" if site else "local")
     started = time.monotonic()
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         params = parse_params(param, params_file)
         exp = lifecycle.up(profile, params, name, chosen, site, on_event, image=image)
     err_console.print(
@@ -90,7 +91,7 @@ def modify(
     # Members and list items are given over the experiment's own values (nodes[2].name=c).
     params = parse_params(param, params_file, experiments.load(name).params)
     started = time.monotonic()
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         exp, change = lifecycle.modify(name, params, on_event, warnings_fatal=warnings_fatal)
     err_console.print(
         f"[green]experiment {exp.name} modified[/] ({change.describe()}) "
@@ -114,7 +115,7 @@ def replace(
     CloudLab, reload the node in the portal. Then `ptc deploy NAME` configures it, taking the
     cluster's identity (munge key, database password) from the configuration server."""
     started = time.monotonic()
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         exp = lifecycle.replace_nodes(name, nodes, on_event)
     err_console.print(
         f"[green]replaced {', '.join(nodes)}[/] in {exp.name} in {time.monotonic() - started:.1f}s"
@@ -139,7 +140,7 @@ def down(
         raise InputError("name an experiment or pass --all")
     for each in names:
         started = time.monotonic()
-        with render.progress(err_console) as on_event:
+        with draw.progress(err_console) as on_event:
             lifecycle.down(each, on_event)
         err_console.print(f"deleted {each} in {time.monotonic() - started:.1f}s")
 

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.testbed.backends.local import image as node_image
 from elastic.testbed.backends.local import podman
 
@@ -32,7 +32,7 @@ def build(kind: KindOpt = None) -> None:
         node_image.check_kind(k)
     for k in sorted(kinds, key=lambda k: k != node_image.BARE):  # the prepared one builds on it
         cached = podman.image_exists(recipe.ref_of(k))
-        with render.progress(Console(stderr=True)) as on_event:
+        with draw.progress(Console(stderr=True)) as on_event:
             ref = node_image.ensure(recipe, on_event, kind=k)
         Console().print(f"{k}: {ref} ({'cached' if cached else 'built'})")
 

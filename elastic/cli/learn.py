@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.bench import dataset, spec
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.errors import InputError
 from elastic.learn import evaluate as evaluation
 from elastic.learn import live, rules
@@ -88,7 +88,7 @@ def evaluate_cmd(
     )
     chosen = rules.parse_list(rule_list, cost_weight)
     frame = dataset.load(path)
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         result = evaluation.evaluate(frame, chosen, settings, on_event)
     files = evaluation.write(result, out)
     table = Table(
@@ -147,7 +147,7 @@ def run_cmd(
     )
     exp = experiments.load(name)
     path = out or exp.datasets_dir / f"{plan.name}.parquet"
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         result = live.learn(exp, plan, path, chosen, budget, settings, on_event)
     table = Table("step", "run", "AMSD before", "predicted s", "cost core-s", "spent", "state")
     for s in result.steps:

@@ -12,10 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.events import OnEvent
+from elastic.profile import rspec
 from elastic.testbed import experiment as experiments
-from elastic.testbed import nodeops, rspec
+from elastic.testbed import nodeops
 from elastic.testbed.experiment import Experiment
 
 app = typer.Typer(no_args_is_help=True)
@@ -37,7 +38,7 @@ def _run(
 ) -> None:
     exp = experiments.load(name)
     started = time.monotonic()
-    with render.progress(err_console) as on_event:
+    with draw.progress(err_console) as on_event:
         operation(exp, nodes, on_event)
     err_console.print(
         f"[green]{done} {', '.join(dict.fromkeys(nodes))}[/] in {exp.name} "

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from elastic.errors import InputError
-from elastic.testbed.render import (
+from elastic.profile.render import (
     ParameterWarning,
     load_params_file,
     merge_params,

@@ -20,8 +20,8 @@ from elastic.cli.options import (
     parse_params,
     print_warnings,
 )
-from elastic.testbed.render import ProfileParameter, Rendered, profile_parameters, render_request
-from elastic.testbed.topology import Blockstore, Link, LinkProperty, Topology
+from elastic.profile.render import ProfileParameter, Rendered, profile_parameters, render_request
+from elastic.profile.topology import Blockstore, Link, LinkProperty, Topology
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()

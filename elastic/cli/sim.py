@@ -15,12 +15,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.errors import InputError
 from elastic.policies import POLICY_NAMES
 from elastic.sim import plots
-from elastic.sim.cluster import ClusterSpec, run_on
 from elastic.sim.heatmap import HEATMAP
+from elastic.sim.on_cluster import ClusterSpec, run_on
 from elastic.sim.results import SAMPLES, SUMMARY, read_result, summarize, write_summary
 from elastic.sim.run import RUN_INFO, RunSpec
 from elastic.sim.run import run as sim_run
@@ -85,7 +85,7 @@ def fetch_cmd(
         console.print(table)
         return
     err = Console(stderr=True)
-    with render.progress(err) as on_event:
+    with draw.progress(err) as on_event:
         found = public.fetch(names or list(public.TRACES), on_event, source_dir=source)
     for path in found:
         console.print(str(path), highlight=False, soft_wrap=True)
@@ -197,7 +197,7 @@ def run_cmd(
         seed=seed,
     )
     spec = RunSpec(workload, nodes, arrival, bf_max_job_test, sweep, plots_enabled)
-    with render.progress(console if progress else Console(force_terminal=False)) as on_event:
+    with draw.progress(console if progress else Console(force_terminal=False)) as on_event:
         if on is None:
             result = sim_run(spec, out, on_event)
         else:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.errors import InputError
-from elastic.testbed import capacity, provisioning
+from elastic.testbed.backends.local import capacity, provisioning
 
 app = typer.Typer(no_args_is_help=True)
 console = Console()

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from elastic.configserver import remote
+from elastic.configserver import commands
 from elastic.errors import NotFoundError, PtcError
 from elastic.testbed.experiment import Experiment
 
@@ -173,7 +173,7 @@ def parse(member: str, output: str) -> Rekeyed:
 def rekey(exp: Experiment, member: str, client_url: str, stream: bytes) -> Rekeyed:
     """Set every shared user's password on the cluster ``member`` belongs to (one member is
     enough: the change goes through Raft like any write); ``stream`` is :func:`bundle`'s."""
-    out = remote.run(
+    out = commands.run(
         exp, member, command(client_url), timeout=120, stdin=stream,
         label=f"etcdctl user passwd (re-keying via {client_url})",
     )  # fmt: skip

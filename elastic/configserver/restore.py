@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic.configserver import remote
+from elastic.configserver import commands
 from elastic.configserver.access import MemberAddress, members_of, open_experiment, pki_dir
 from elastic.configserver.cluster import ClusterStatus, cluster_status
 from elastic.configserver.errors import ConfigServerError
@@ -47,7 +47,7 @@ class RestoreResult:
 
 
 def _member_settings(exp: Experiment, member: str) -> dict[str, str]:
-    out = remote.run(exp, member, f"cat {ENV_FILE}")
+    out = commands.run(exp, member, f"cat {ENV_FILE}")
     settings = {}
     for line in out.splitlines():
         if "=" in line and not line.lstrip().startswith("#"):
@@ -89,19 +89,21 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
     settings = {m.name: _member_settings(exp, m.name) for m in members}
     for m in members:
         report.status(f"copying the snapshot to {m.name}")
-        remote.copy(exp, m.name, snapshot, REMOTE_SNAPSHOT)
-        remote.run(exp, m.name, f"ETCDCTL_API=3 etcdctl snapshot status {REMOTE_SNAPSHOT} -w json")
+        commands.copy(exp, m.name, snapshot, REMOTE_SNAPSHOT)
+        commands.run(
+            exp, m.name, f"ETCDCTL_API=3 etcdctl snapshot status {REMOTE_SNAPSHOT} -w json"
+        )
     stamp = time.strftime("%Y%m%dT%H%M%S")
 
     # 2. Stop every member; keep each data directory aside.
     def stop(m: MemberAddress) -> None:
         data = shlex.quote(settings[m.name]["ETCD_DATA_DIR"])
-        remote.run(exp, m.name, f"systemctl stop etcd && if [ -e {data} ]; then "
+        commands.run(exp, m.name, f"systemctl stop etcd && if [ -e {data} ]; then "
                                 f"mv {data} {data}.replaced-{stamp}; fi")  # fmt: skip
 
     def put_back(m: MemberAddress) -> None:
         data = shlex.quote(settings[m.name]["ETCD_DATA_DIR"])
-        remote.run(exp, m.name, f"if [ -e {data}.replaced-{stamp} ]; then rm -rf {data} && "
+        commands.run(exp, m.name, f"if [ -e {data}.replaced-{stamp} ]; then rm -rf {data} && "
                                 f"mv {data}.replaced-{stamp} {data}; fi; "
                                 "systemctl start --no-block etcd")  # fmt: skip
 
@@ -120,7 +122,7 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
                 f"&& chmod 700 {shlex.quote(s['ETCD_DATA_DIR'])}",
             ]
         )
-        remote.run(exp, m.name, command)
+        commands.run(exp, m.name, command)
 
     report.status("stopping every member")
     try:
@@ -134,9 +136,9 @@ def restore(name: str, snapshot: Path, on_event: OnEvent | None = None) -> Resto
 
     # 3. Start together (a new cluster forms only with a quorum of its members).
     report.status("starting every member")
-    _parallel(members, lambda m: remote.run(exp, m.name, "systemctl start --no-block etcd"))
+    _parallel(members, lambda m: commands.run(exp, m.name, "systemctl start --no-block etcd"))
     for m in members:
-        remote.run(exp, m.name, f"rm -f {REMOTE_SNAPSHOT}")
+        commands.run(exp, m.name, f"rm -f {REMOTE_SNAPSHOT}")
     deadline = time.monotonic() + HEALTH_WAIT_S
     first = members[0].name
     url = settings[first]["ETCD_ADVERTISE_CLIENT_URLS"].split(",")[0]

@@ -13,10 +13,11 @@ from elastic.errors import InputError, PtcError
 from elastic.events import OnEvent, Reporter
 from elastic.lending.ports import REFERENCE
 from elastic.manager.client import ReferenceClient
-from elastic.manager.remote import open_manager
+from elastic.manager.workstation import open_manager
+from elastic.profile import rspec
 from elastic.remote import ssh
 from elastic.testbed import experiment as experiments
-from elastic.testbed import groups, nodeops, power_hold, rspec
+from elastic.testbed import groups, nodeops, power_hold
 from elastic.testbed.experiment import Experiment
 
 PLAYBOOK = "site.yml"

@@ -30,6 +30,7 @@ from starlette.middleware.base import RequestResponseEndpoint
 
 from elastic.configserver.errors import Unavailable
 from elastic.errors import InputError, PtcError
+from elastic.lifespan import lifespan_running
 from elastic.manager.auth import Principal
 from elastic.manager.core import Manager, request_key
 from elastic.manager.errors import NotActive
@@ -43,7 +44,6 @@ from elastic.manager.model import (
     Reclamation,
     ResumeReport,
 )
-from elastic.service import lifespan_running
 
 log = logging.getLogger(__name__)
 ACTIVE_HEADER = "X-Ptc-Active-Manager"

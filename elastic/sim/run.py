@@ -3,7 +3,7 @@
 ``run(spec, out)`` is what ``ptc sim run`` does, callable from Python with no terminal: it
 returns a :class:`RunResult` and reports progress through ``on_event`` (topics ``sim`` for the
 stages and ``sweep`` for the snapshot chunks). The CLI, the benchmark scripts and the cluster
-mode (``elastic.sim.cluster``, which runs the sweep as a Slurm job array and hands the merged
+mode (``elastic.sim.on_cluster``, which runs the sweep as a Slurm job array and hands the merged
 sweep to ``finish``) all go through it.
 
 Files written (atomically): ``samples.parquet``, ``summary.csv``, ``pv_heatmap.parquet``,

@@ -6,7 +6,7 @@ Multiverse's Table I), from three records that exist anyway.
   start is when the job's script began, not when the nodes were chosen.
 - The client's resume timings (``resume-timings.jsonl`` on the controller, one line per
   ResumeProgram call): when it started, and how long each step took.
-- The local testbed's provisioning log (``elastic.testbed.provisioning``): for each node, when
+- The local testbed's provisioning log (``elastic.testbed.backends.local.provisioning``): for each node, when
   its part of the request got a slot and how long the testbed took.
 
 One row per (job, node the job waited for), with these parts, in order, end to end::
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.errors import InputError
-from elastic.manager.remote import CONTROLLER_GROUP, inventory_groups
+from elastic.manager.workstation import CONTROLLER_GROUP, inventory_groups
 from elastic.remote import ssh
 
 PARTS: dict[str, str] = {

@@ -50,7 +50,7 @@ from typing import Any, Protocol
 from elastic import atomic
 from elastic.errors import DeployError, InputError, RemoteError, TaskFailure
 from elastic.remote import ssh
-from elastic.testbed.control.client import ControlClient, ControlError
+from elastic.testbed.backends.local.control.client import ControlClient, ControlError
 
 NODE_OPERATIONS = ("none", "power", "reload", "release")
 # The settings under which a resume gives the node a fresh disk (new host keys, no software).

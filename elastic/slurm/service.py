@@ -59,10 +59,10 @@ from pydantic import BaseModel, Field
 
 from elastic.errors import InputError, PtcError
 from elastic.events import to_logger
+from elastic.lifespan import lifespan_running
 from elastic.manager.client import ManagerClient, read_token
 from elastic.manager.service import check_listen, parse_tls, require_tls
 from elastic.policies import POLICY_NAMES, PriorityRule, make_downscaling_policy, make_policy
-from elastic.service import lifespan_running
 from elastic.slurm.client import (
     ClientConfig,
     HookResult,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elastic.errors import InputError
-from elastic.testbed.topology import Link, LinkProperty, Node, Topology
+from elastic.profile.topology import Link, LinkProperty, Node, Topology
 
 
 @dataclass(frozen=True)

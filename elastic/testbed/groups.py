@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from elastic.errors import InputError
-from elastic.testbed.topology import Node
+from elastic.profile.topology import Node
 
 # group -> what a member does. Keep in step with site.yml (tests/unit/testbed/test_groups.py).
 KNOWN_GROUPS: dict[str, str] = {

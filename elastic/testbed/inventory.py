@@ -37,8 +37,8 @@ import yaml
 
 from elastic import atomic, paths
 from elastic.errors import InputError
+from elastic.profile.topology import Login, Node, Topology
 from elastic.testbed.groups import KNOWN_GROUPS, node_groups
-from elastic.testbed.topology import Login, Node, Topology
 
 _TESTBED = re.compile(r"^[a-z][a-z0-9_-]*$")
 LAN_USER = "root"  # the key mesh authorises the experiment key for root on every node

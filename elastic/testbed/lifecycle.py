@@ -16,14 +16,14 @@ from typing import Any
 from elastic import atomic
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.events import OnEvent, Reporter
-from elastic.testbed import backends, capacity, inventory, membership, render, rspec
+from elastic.profile import render, rspec
+from elastic.profile.topology import Login
+from elastic.testbed import backends, inventory, membership
 from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.base import Backend
 from elastic.testbed.change import Change
-from elastic.testbed.control import service as control
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Login
 
 
 def backend_for(exp: Experiment, on_event: OnEvent | None = None) -> Backend:
@@ -52,7 +52,7 @@ def up(
         raise NotFoundError(f"profile {str(profile)!r} does not exist")
 
     backend = backends.get(testbed, site, on_event)
-    offered: tuple[str, ...] = getattr(backend, "disk_images", ())
+    offered = backend.capabilities.disk_images
     if image is not None and image not in offered:
         raise InputError(
             f"--image {image}: the {testbed} testbed offers "
@@ -65,7 +65,7 @@ def up(
     request_xml, request = rendered.xml, rendered.topology
 
     # Refused here, before anything exists, when the testbed has too few free machines.
-    with capacity.reserved(testbed, name, [n.client_id for n in request.nodes]):
+    with backend.reserved(name, [n.client_id for n in request.nodes]):
         exp = Experiment(
             name=name,
             testbed=testbed,
@@ -78,9 +78,7 @@ def up(
         exp.save()
         atomic.write_bytes(exp.request_path, request_xml)
         _keygen(exp)
-        serves = getattr(backend, "control_service", False)  # its nodes reach a host service
-        if serves:
-            control.prepare(exp)  # the credential exists before any node mounts its directory
+        backend.prepare_services(exp)  # before any node mounts what they serve
         try:
             manifest_xml = backend.create(exp, request)
             atomic.write_bytes(exp.manifest_path, manifest_xml)
@@ -90,8 +88,7 @@ def up(
             raise
     exp.state = "ready"
     exp.save()
-    if serves:
-        control.start(exp)
+    backend.start_services(exp)
     return exp
 
 
@@ -130,7 +127,7 @@ def modify(
 
     backend = backend_for(exp, on_event)
     backend.preflight()
-    with capacity.reserved(exp.testbed, name, [n.client_id for n in change.added]):
+    with backend.reserved(name, [n.client_id for n in change.added]):
         exp.state = "modifying"  # if ptc dies here, `ptc status` says so; `ptc down` still works
         exp.save()
         try:
@@ -183,12 +180,12 @@ def replace_nodes_of(
     backend.preflight()
     report.status(f"{name}: replacing {', '.join(nodes)}")
     # The replaced nodes keep their machines while they are made again; a missing one needs one.
-    with capacity.reserved(exp.testbed, name, nodes):
+    with backend.reserved(name, nodes):
         exp.state = "modifying"
         exp.save()
         # A fresh node has a new host key: forgotten here on purpose, and said so. A backend
         # that pins keys pins the new ones as it makes the nodes, so the old ones go first.
-        pins = exp.testbed in backends.PINS_HOST_KEYS
+        pins = backend.capabilities.pins_host_keys
         if pins:
             _forget_host_keys(exp, old_logins)
         try:
@@ -333,7 +330,7 @@ def allocate_nodes_of(
     backend.preflight()
     report.status(f"{exp.name}: allocating {', '.join(chosen)}")
     # Refused here, before anything is made, when the testbed has too few free machines.
-    with capacity.reserved(exp.testbed, exp.name, chosen):
+    with backend.reserved(exp.name, chosen):
         exp.state = "modifying"
         exp.save()
         try:
@@ -462,7 +459,7 @@ def write_inventory(
         exp.testbed,
         user=user,
         groups=groups,
-        pinned=exp.testbed in backends.PINS_HOST_KEYS and not exp.adopted,
+        pinned=backends.capabilities(exp.testbed).pins_host_keys and not exp.adopted,
     )
 
 
@@ -477,8 +474,9 @@ def down(name: str, on_event: OnEvent | None = None) -> None:
         return
     exp.state = "deleting"
     exp.save()
-    control.stop(exp)
-    backend_for(exp, on_event).delete(exp)
+    backend = backend_for(exp, on_event)
+    backend.stop_services(exp)
+    backend.delete(exp)
     shutil.rmtree(exp.dir)
 
 

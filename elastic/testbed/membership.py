@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import replace
 
 from elastic.errors import InputError
-from elastic.testbed.topology import Interface, Link, LinkProperty, Node, Topology
+from elastic.profile.topology import Interface, Link, LinkProperty, Node, Topology
 
 _HOSTNAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 

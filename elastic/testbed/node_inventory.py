@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from elastic.errors import PtcError, TestbedError
-from elastic.testbed import rspec
+from elastic.profile import rspec
+from elastic.profile.topology import Topology
 from elastic.testbed.backends.local import DOMAIN as LOCAL_DOMAIN
 from elastic.testbed.inventory import Reach, build_inventory
-from elastic.testbed.topology import Topology
 
 DEFAULT_KEY = Path("/root/.ssh/id_ed25519")
 

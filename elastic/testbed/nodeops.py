@@ -6,7 +6,7 @@ the time of every step. The testbed is the truth of a node's power state: nothin
 here. Operations on one experiment run one at a time (a lock file in its directory), since
 each rewires the experiment's shared network namespace and records. On the local testbed, the
 ones that provision (power on, reload, allocate) also wait for their turn under the testbed's
-provisioning limits (:mod:`elastic.testbed.provisioning`), in parts no larger than the limits."""
+provisioning limits (the backend's ``provisioned``), in parts no larger than the limits."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from elastic.errors import InputError, NotFoundError
 from elastic.events import OnEvent, Reporter
-from elastic.testbed import capacity, lifecycle, power_hold, provisioning, rspec
+from elastic.profile import rspec
+from elastic.testbed import backends, lifecycle, power_hold
 from elastic.testbed import experiment as experiments
 from elastic.testbed.experiment import Experiment
 
@@ -116,15 +117,10 @@ def _provisioned(
     on_event: OnEvent | None,
     run: Callable[[list[str]], None],
 ) -> None:
-    """``run`` on the nodes part by part, each part in its turn under the local testbed's
-    provisioning limits (waiting, before the experiment's lock, for a slot)."""
-    if exp.testbed != capacity.TESTBED:
-        run(nodes)  # a remote testbed's limits are its own
-        return
-    bounds = provisioning.limits()
-    for part in provisioning.parts(nodes, bounds, action):
-        with provisioning.slot(exp.name, action, part, on_event, bounds=bounds):
-            run(part)
+    """``run`` on the nodes part by part, each part in its turn under the testbed's
+    provisioning limits (waiting, before the experiment's lock, for a slot); a testbed whose
+    limits are its own (a remote one) runs them at once."""
+    backends.backend_class(exp.testbed).provisioned(exp.name, action, nodes, on_event, run)
 
 
 def _checked(exp: Experiment, nodes: Sequence[str], operation: str) -> list[str]:
@@ -202,8 +198,8 @@ def awake(exp: Experiment, what: str, on_event: OnEvent | None = None) -> Iterat
     them): powered-off nodes are powered on, parked ones allocated back (with fresh disks),
     and none is powered off or released until the block ends. Yields the nodes it brought up;
     they stay up afterwards (an elastic partition powers off or parks its free pool again by
-    itself). Only for a testbed that powers nodes (the local one)."""
-    if exp.adopted or exp.testbed != "local":
+    itself). Only where a cluster powers its own nodes off (``sleeping_nodes``)."""
+    if exp.adopted or not backends.capabilities(exp.testbed).sleeping_nodes:
         yield []
         return
     with power_hold.hold(exp, what):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from naming import experiment_name
 
-from elastic.testbed import capacity
+from elastic.testbed.backends.local import capacity
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION_MACHINES = 64

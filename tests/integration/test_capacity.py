@@ -15,7 +15,7 @@ import pytest
 from naming import experiment_name
 from remote import containers
 
-from elastic.testbed import capacity
+from elastic.testbed.backends.local import capacity
 from elastic.testbed.backends.local.network import namespace_exists
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

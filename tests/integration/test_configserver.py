@@ -159,7 +159,7 @@ def active_member(expdir: Path, urls: dict[str, str]) -> str | None:
 
 
 def elastic_manager(expdir: Path) -> Any:
-    from elastic.manager.remote import open_manager
+    from elastic.manager.workstation import open_manager
 
     return open_manager(expdir / "inventory" / "hosts.yml", expdir / "inventory" / "ssh_config")
 

@@ -302,4 +302,7 @@ def test_down_stops_the_service(exps: tuple[Path, Path], ptc: Any) -> None:
     proc = ptc("down", NAME)
     assert proc.returncode == 0, proc.stderr
     cmdline = Path(f"/proc/{pid}/cmdline")
-    assert not cmdline.exists() or b"elastic.testbed.control" not in cmdline.read_bytes()
+    assert (
+        not cmdline.exists()
+        or b"elastic.testbed.backends.local.control" not in cmdline.read_bytes()
+    )

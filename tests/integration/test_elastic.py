@@ -47,18 +47,19 @@ from support.moto_server import FAKE_CREDENTIALS, moto_server
 from elastic.errors import PtcError
 from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
-from elastic.manager.remote import open_manager
+from elastic.manager.workstation import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
 from elastic.remote.ssh import check, execute
-from elastic.slurm import overhead, remote
+from elastic.sites.ec2.provider import Ec2Provider
+from elastic.sites.ec2.reconcile import reconcile_cluster
+from elastic.sites.ec2.settings import Ec2Settings
+from elastic.sites.ec2.userdata import JoinSpec
+from elastic.slurm import overhead, workstation
 from elastic.slurm.commands import Runner, SlurmCommandError
 from elastic.slurm.resize import Resizer, ResizeRefused
-from elastic.testbed import capacity, nodeops, provisioning
 from elastic.testbed import experiment as experiments
-from elastic.testbed.backends.ec2.provider import Ec2Provider
-from elastic.testbed.backends.ec2.reconcile import reconcile_cluster
-from elastic.testbed.backends.ec2.settings import Ec2Settings
-from elastic.testbed.backends.ec2.userdata import JoinSpec
+from elastic.testbed import nodeops
+from elastic.testbed.backends.local import capacity, provisioning
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -891,7 +892,7 @@ def test_ap_100_moves_the_pool_off_the_dear_site_in_one_round_and_every_job_comp
         done = completed(expdir, j, 300, 5)
         assert set(expand(expdir, done["nodes"])) <= set(CHEAP) or j not in on_dear, done
     assert all(slurm_nodes(expdir)[n][0].startswith("drained") for n in DEAR)
-    logged = ssh(expdir, "head", f"tail -n 1 {remote.LOG_FILE}").stdout
+    logged = ssh(expdir, "head", f"tail -n 1 {workstation.LOG_FILE}").stdout
     assert json.loads(logged)["terminated"] == report["terminated"]
 
 
@@ -926,12 +927,12 @@ def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
             5,
         )
         assert job(expdir, j).get("Restarts") == "0", job(expdir, j)
-    current = ssh(expdir, "head", f"cat {remote.SITES_FILE}").stdout
+    current = ssh(expdir, "head", f"cat {workstation.SITES_FILE}").stdout
     assert current == SITES, current
     # the next round is the head's own: the role's unit (its timer's), over the sites file the
     # command left there, with the role's policy (FO)
     ssh(expdir, "head", "systemctl start ptc-elastic-rebalance.service")
-    second = json.loads(ssh(expdir, "head", f"tail -n 1 {remote.LOG_FILE}").stdout)
+    second = json.loads(ssh(expdir, "head", f"tail -n 1 {workstation.LOG_FILE}").stdout)
     assert second["time"] > first["time"] and second["policy"] == first["policy"], second
     assert second["requeued"] == [] and second["discarded_s"] == 0, second
     wait_for(
@@ -1194,7 +1195,7 @@ def test_a_reclamation_while_a_job_is_grown_takes_its_nodes_and_leaves_it_its_gr
 
 # -- the Part-Time Cloud: a pool node lent to a second experiment, and given back -------------
 def node_names(expdir: Path) -> list[str]:
-    from elastic.testbed import rspec
+    from elastic.profile import rspec
 
     manifest = rspec.parse_manifest((expdir / "manifest.xml").read_bytes())
     return [n.client_id for n in manifest.nodes]

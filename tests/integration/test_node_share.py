@@ -18,7 +18,8 @@ import pytest
 from naming import experiment_name
 from remote import containers, ssh
 
-from elastic.testbed import capacity, rspec
+from elastic.profile import rspec
+from elastic.testbed.backends.local import capacity
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

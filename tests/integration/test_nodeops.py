@@ -18,7 +18,8 @@ from naming import experiment_name
 from remote import ssh
 
 from elastic.errors import InputError
-from elastic.testbed import known_hosts, rspec
+from elastic.profile import rspec
+from elastic.testbed import known_hosts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

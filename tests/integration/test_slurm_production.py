@@ -23,7 +23,7 @@ import pytest
 from naming import experiment_name
 from remote import ssh
 
-from elastic.testbed.backends.local import backend, podman
+from elastic.testbed.backends.local import podman
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -281,7 +281,7 @@ def test_broken_share_drains_node_and_repair_returns_it(deployed: Path) -> None:
         return state, reason
 
     # The testbed owns the share's mount (nodes may not mount): break and repair it from the host.
-    info = podman.inspect(backend.container_name(deployed.name, "node-1"))
+    info = podman.inspect(podman.container_name(deployed.name, "node-1"))
     assert info is not None, "node-1 has no container"
     in_node = ["nsenter", "--target", str(info["State"]["Pid"]), "--mount", "--"]
     subprocess.run([*in_node, "umount", "/home"], check=True)

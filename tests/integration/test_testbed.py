@@ -14,7 +14,7 @@ from lxml import etree
 from naming import experiment_name
 from remote import containers, ssh
 
-from elastic.testbed import rspec
+from elastic.profile import rspec
 from elastic.testbed.backends.local.network import namespace
 from elastic.testbed.groups import node_groups
 

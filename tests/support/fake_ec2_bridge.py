@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from elastic.remote import ssh as seam
+from elastic.sites.ec2.provider import Ec2Provider
+from elastic.sites.ec2.records import InstanceState
 from elastic.testbed import nodeops, power_hold
-from elastic.testbed.backends.ec2.provider import Ec2Provider
-from elastic.testbed.backends.ec2.records import InstanceState
 from elastic.testbed.experiment import Experiment
 
 TIMEOUT_S = 300

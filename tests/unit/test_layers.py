@@ -28,6 +28,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "lending",
         "manager",
         "policies",
+        "profile",
         "remote",
         "sim",
         "slurm",
@@ -37,13 +38,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "configserver": {"remote", "testbed"},
     "deploy": {"remote", "testbed"},
     "learn": {"bench"},
-    "lending": {"deploy", "manager", "remote", "testbed"},
+    "lending": {"deploy", "manager", "profile", "remote", "testbed"},
     "manager": {"configserver", "policies", "remote"},
     "policies": set(),
     "remote": set(),
     "sim": {"bench", "policies"},
     "slurm": {"manager", "policies", "remote", "testbed"},
-    "testbed": set(),
+    "testbed": {"profile"},
+    "profile": set(),
+    "sites": set(),
 }
 
 
@@ -99,6 +102,87 @@ def test_nothing_imports_up_the_layers() -> None:
     assert not wrong, "imports across the layers that MAY_IMPORT does not allow:\n" + "\n".join(
         wrong
     )
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def imported_names(path: Path) -> set[str]:
+    """What a file imports, by full name: ``import M`` gives M; ``from P import n`` gives P.n
+    (a submodule, or a name defined in P, which the graph resolves to P)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """module -> the elastic modules it imports, over every file of the package, late imports
+    included. A package counts only where a module uses what its ``__init__`` defines: taking a
+    submodule from it is an edge to that submodule alone."""
+    files = {module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets = graph.setdefault(name, set())
+        for module in imported_names(path):
+            while module and module not in files:
+                module = module.rpartition(".")[0]
+            if module and module != name and module.startswith("elastic"):
+                targets.add(module)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_in_a_circle() -> None:
+    """Inside a subpackage too: a circle of modules (late imports count) is a design to undo."""
+    found = cycles(module_graph())
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import logging
 import pytest
 from rich.console import Console
 
-from elastic.cli import render
+from elastic.cli import draw
 from elastic.events import Event, Kind, Reporter, Steps, collect, to_logger
 
 
@@ -57,7 +57,7 @@ def test_to_logger_for_code_without_a_terminal(caplog: pytest.LogCaptureFixture)
 def test_cli_renderer_off_a_terminal_prints_plain_lines_without_ticks() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=False, width=200)
-    with render.progress(console) as on_event:
+    with draw.progress(console) as on_event:
         report = Reporter("sweep", on_event)
         report.begin("5 policies", total=2)
         report.progress(1, 2)
@@ -68,7 +68,7 @@ def test_cli_renderer_off_a_terminal_prints_plain_lines_without_ticks() -> None:
 def test_cli_renderer_on_a_terminal_draws_the_deploy_table() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=120)
-    with render.progress(console) as on_event:
+    with draw.progress(console) as on_event:
         report = Reporter("deploy", on_event)
         report.begin("site.yml")
         report.progress(1, hosts={"node-0": {"ok": 4, "changed": 1, "failed": 0}})

@@ -11,29 +11,35 @@ import importlib
 
 from elastic.errors import InputError
 from elastic.events import OnEvent
-from elastic.testbed.backends.base import Backend
+from elastic.testbed.backends.base import Backend, Capabilities
 
 BACKENDS: dict[str, str] = {
     "local": "elastic.testbed.backends.local.backend:LocalBackend",
     "cloudlab": "elastic.testbed.backends.cloudlab.backend:CloudLabBackend",
 }
 
-# Backends that make the nodes themselves and pin each node's host keys in the experiment's
-# known_hosts before the first SSH connection (elastic.testbed.known_hosts); with the others a
-# key is recorded at first contact.
-PINS_HOST_KEYS = frozenset({"local"})
-
 
 def names() -> tuple[str, ...]:
     return tuple(BACKENDS)
 
 
-def get(testbed: str, site: str | None = None, on_event: OnEvent | None = None) -> Backend:
-    """The backend called ``testbed``; InputError naming the known ones otherwise."""
+def backend_class(testbed: str) -> type[Backend]:
+    """The class of the backend called ``testbed``; InputError naming the known ones otherwise."""
     try:
         module_name, class_name = BACKENDS[testbed].split(":")
     except KeyError:
         raise InputError(f"unknown testbed {testbed!r} (known: {', '.join(BACKENDS)})") from None
-    cls = getattr(importlib.import_module(module_name), class_name)
+    cls: type[Backend] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def capabilities(testbed: str) -> Capabilities:
+    """What the testbed called ``testbed`` can do, as its backend declares it."""
+    return backend_class(testbed).capabilities
+
+
+def get(testbed: str, site: str | None = None, on_event: OnEvent | None = None) -> Backend:
+    """The backend called ``testbed``; InputError naming the known ones otherwise."""
+    cls: type = backend_class(testbed)
     backend: Backend = cls(site, on_event=on_event)
     return backend

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from elastic.errors import InputError, PtcError
-from elastic.sim.cluster import ClusterSpec, job_script
+from elastic.sim.on_cluster import ClusterSpec, job_script
 from elastic.sim.parts import Part, merge, split
 from elastic.sim.results import read_result, write_samples
 from elastic.sim.run import RunSpec, schedule_workload, spec_dict, spec_from_dict

@@ -24,7 +24,7 @@ from elastic.slurm.provision import (
     from_settings,
 )
 from elastic.slurm.service import SlurmClientSettings
-from elastic.testbed.control.client import ControlError
+from elastic.testbed.backends.local.control.client import ControlError
 
 YAML_FAILURE = """
 PLAY [Resume elastic pool nodes] ***********************************************

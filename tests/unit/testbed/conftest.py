@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.testbed import capacity
+from elastic.testbed.backends.local import capacity
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import xmlrpc.client
 from typing import Any
 
-from elastic.testbed import rspec
+from elastic.profile import rspec
 
 SUCCESS, BADARGS, FORBIDDEN, REFUSED, SEARCHFAILED = 0, 1, 3, 7, 12
 UNSUPPORTED, BUSY = 13, 14

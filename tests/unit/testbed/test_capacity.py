@@ -9,17 +9,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from testbed_support import StandInBackend
 from typer.testing import CliRunner
 
 from elastic import atomic
 from elastic.errors import InputError, PtcError
-from elastic.testbed import capacity, lifecycle, rspec
+from elastic.profile import rspec
+from elastic.profile.render import render_profile
+from elastic.profile.topology import Login, Topology
 from elastic.testbed import experiment as experiments
-from elastic.testbed.capacity import Machine, NoMachines
+from elastic.testbed import lifecycle
+from elastic.testbed.backends.local import capacity, podman
+from elastic.testbed.backends.local.capacity import Machine, NoMachines
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.render import render_profile
-from elastic.testbed.topology import Login, Topology
 
 REAL_LISTING = capacity.listing  # the conftest swaps it for an empty one in every test
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm_cluster.py"
@@ -132,24 +135,24 @@ def test_listing_is_filtered_by_this_testbeds_label(
 
     monkeypatch.setattr(capacity.podman, "run", fake_run)
     assert REAL_LISTING("abc123") == []
-    assert f"label={capacity.LABEL}=abc123" in asked and "-a" in asked
+    assert f"label={podman.TESTBED_LABEL}=abc123" in asked and "-a" in asked
 
 
 # -- reservations -----------------------------------------------------------------------------
 
 
 def test_a_reservation_holds_machines_until_the_block_ends(books: list[Machine]) -> None:
-    with capacity.reserved("local", "gamma", ["head"]):
+    with capacity.reserved("gamma", ["head"]):
         now = capacity.usage()
         assert now.free == 0 and now.holding("gamma").machines == 1
-        with pytest.raises(NoMachines), capacity.reserved("local", "delta", ["head"]):
+        with pytest.raises(NoMachines), capacity.reserved("delta", ["head"]):
             pass
     assert capacity.usage().free == 1
     assert json.loads(Path(os.environ[capacity.ENV], "reservations.json").read_text()) == []
 
 
 def test_a_node_counts_once_while_being_made(books: list[Machine]) -> None:
-    with capacity.reserved("local", "gamma", ["head"]):
+    with capacity.reserved("gamma", ["head"]):
         books.append(Machine("gamma", "head", "running"))  # the container now exists
         assert capacity.usage().holding("gamma").machines == 1
         assert capacity.usage().free == 0
@@ -157,10 +160,10 @@ def test_a_node_counts_once_while_being_made(books: list[Machine]) -> None:
 
 def test_replacing_held_nodes_needs_no_more_machines(books: list[Machine]) -> None:
     books.append(Machine("beta", "node-0", "running"))  # the testbed is full
-    with capacity.reserved("local", "beta", ["head", "node-0"]):
+    with capacity.reserved("beta", ["head", "node-0"]):
         assert capacity.usage().holding("beta").machines == 2
     refused = pytest.raises(NoMachines, match="'beta' needs 1 more machine,")
-    with refused, capacity.reserved("local", "beta", ["node-1"]):
+    with refused, capacity.reserved("beta", ["node-1"]):
         pass
 
 
@@ -168,13 +171,13 @@ def test_replacing_held_nodes_needs_no_more_machines(books: list[Machine]) -> No
 # stdin closes. Its podman listing is the same fake as the test's (it makes no container).
 HOLDER = """
 import sys
-from elastic.testbed import capacity
-from elastic.testbed.capacity import Machine
+from elastic.testbed.backends.local import capacity
+from elastic.testbed.backends.local.capacity import Machine
 capacity.listing = lambda testbed: [
     Machine("alpha", "head", "running"), Machine("alpha", "node-0", "exited"),
     Machine("beta", "head", "running"),
 ]
-with capacity.reserved("local", "other", ["head"]):
+with capacity.reserved("other", ["head"]):
     print("held", flush=True)
     sys.stdin.read()
 """
@@ -191,12 +194,12 @@ def test_two_processes_cannot_both_take_the_last_machine(books: list[Machine]) -
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         refused = pytest.raises(NoMachines, match="'other' holds 1 \\(1 being created\\)")
-        with refused, capacity.reserved("local", "gamma", ["head"]):
+        with refused, capacity.reserved("gamma", ["head"]):
             raise AssertionError("the last machine was given twice")
     finally:
         holder.communicate("")
     assert holder.returncode == 0
-    with capacity.reserved("local", "gamma", ["head"]):  # released when the other finished
+    with capacity.reserved("gamma", ["head"]):  # released when the other finished
         assert capacity.usage().free == 0
 
 
@@ -208,7 +211,7 @@ def test_a_reservation_of_a_killed_process_is_dropped(books: list[Machine]) -> N
     assert capacity.usage().free == 0
     holder.kill()  # a `ptc up` killed mid-creation never drops its own reservation
     holder.wait()
-    with capacity.reserved("local", "gamma", ["head"]):
+    with capacity.reserved("gamma", ["head"]):
         assert [h.experiment for h in capacity.usage().holdings] == ["alpha", "beta", "gamma"]
 
 
@@ -221,7 +224,7 @@ def test_a_reservation_of_a_dead_process_is_dropped(books: list[Machine]) -> Non
     capacity._write_reservations([stale, reused, live])
     now = capacity.usage()
     assert [h.experiment for h in now.holdings] == ["alpha", "beta", "busy"]
-    with capacity.reserved("local", "gamma", []):
+    with capacity.reserved("gamma", []):
         pass  # counting under the lock drops the stale ones for good
     kept = json.loads(Path(os.environ[capacity.ENV], "reservations.json").read_text())
     assert [r["experiment"] for r in kept] == ["busy"]
@@ -230,7 +233,7 @@ def test_a_reservation_of_a_dead_process_is_dropped(books: list[Machine]) -> Non
 def test_the_refusal_says_needed_free_and_who_holds_the_rest(books: list[Machine]) -> None:
     with (
         pytest.raises(NoMachines) as info,
-        capacity.reserved("local", "gamma", ["head", "node-0"]),
+        capacity.reserved("gamma", ["head", "node-0"]),
     ):
         raise AssertionError("the block must not run")
     err = info.value
@@ -243,8 +246,15 @@ def test_the_refusal_says_needed_free_and_who_holds_the_rest(books: list[Machine
 
 
 def test_other_testbeds_are_not_counted(books: list[Machine]) -> None:
-    with capacity.reserved("cloudlab", "big", [f"n{i}" for i in range(50)]):
+    from elastic.testbed import backends
+
+    cloudlab = backends.backend_class("cloudlab")
+    assert not cloudlab.capabilities.host_machines
+    with cloudlab.reserved("big", [f"n{i}" for i in range(50)]):
         assert capacity.usage().holding("big").machines == 0
+    local = backends.backend_class("local")
+    with pytest.raises(NoMachines), local.reserved("big", [f"n{i}" for i in range(50)]):
+        pass
 
 
 def test_set_below_what_is_in_use_is_refused(books: list[Machine]) -> None:
@@ -257,7 +267,7 @@ def test_set_below_what_is_in_use_is_refused(books: list[Machine]) -> None:
 # -- the lifecycle and the CLI ----------------------------------------------------------------
 
 
-class NeverBackend:
+class NeverBackend(StandInBackend):
     """A backend that fails the test if anything is created; it only replaces held nodes."""
 
     def __init__(self) -> None:
@@ -372,7 +382,7 @@ def test_cli_show_and_set(books: list[Machine]) -> None:
 
 def test_cli_sets_and_shows_the_provisioning_limits_and_queue(books: list[Machine]) -> None:
     from elastic.cli import testbed as testbed_cli
-    from elastic.testbed import provisioning
+    from elastic.testbed.backends.local import provisioning
 
     runner = CliRunner()
     limited = runner.invoke(

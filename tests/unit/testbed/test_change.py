@@ -8,9 +8,10 @@ import pytest
 from testbed_support import SLURM_PROFILE, TEST_PROFILES
 
 from elastic.errors import PtcError
-from elastic.testbed import change, rspec
-from elastic.testbed.render import render_profile, render_request
-from elastic.testbed.topology import Topology
+from elastic.profile import rspec
+from elastic.profile.render import render_profile, render_request
+from elastic.profile.topology import Topology
+from elastic.testbed import change
 
 
 def render(**params: str) -> Topology:

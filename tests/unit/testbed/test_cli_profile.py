@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from elastic.cli.options import parse_params
 from elastic.cli.profile import app
 from elastic.errors import InputError, NotFoundError, PtcError
-from elastic.testbed import rspec
+from elastic.profile import rspec
 
 runner = CliRunner()
 
@@ -82,7 +82,7 @@ def _nodes(xml: bytes) -> dict[str, str | None]:
 
 
 def test_params_file_in_the_portal_form_renders_structs_and_lists(tmp_path: Path) -> None:
-    from elastic.testbed.render import to_bindings
+    from elastic.profile.render import to_bindings
 
     params = tmp_path / "params.json"
     params.write_text(json.dumps(to_bindings(CUSTOM)))  # {"bindings": {NAME: {"value": V}}}
@@ -280,7 +280,7 @@ def test_check_survives_a_profile_printing_bytes_that_are_not_utf8(tmp_path: Pat
 
 
 def test_members_merge_and_whole_values_replace() -> None:
-    from elastic.testbed.render import merge_params, parse_param_args
+    from elastic.profile.render import merge_params, parse_param_args
 
     old = {"lan": {"bandwidth": 100, "jumbo": True}, "nodes": [{"name": "a"}, {"name": "b"}]}
     # member by member: only those members change

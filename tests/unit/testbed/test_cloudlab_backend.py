@@ -21,7 +21,7 @@ import pytest
 from testbed_support import RECORDINGS, SLURM_PROFILE
 
 from elastic.errors import PtcError
-from elastic.testbed import genilib_compat, rspec
+from elastic.profile import genilib_compat, rspec
 from elastic.testbed.backends.cloudlab import CloudLabBackend
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment

@@ -23,7 +23,7 @@ from testbed_support import SLURM_PROFILE
 
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import Event, Kind, collect
-from elastic.testbed import genilib_compat, rspec
+from elastic.profile import genilib_compat, rspec
 from elastic.testbed.backends.cloudlab import CloudLabBackend, host_keys
 from elastic.testbed.experiment import Experiment
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from testbed_support import SLURM_PROFILE
 
-from elastic.testbed import rspec
+from elastic.profile import rspec
+from elastic.profile.render import render_profile
+from elastic.profile.topology import Topology
 from elastic.testbed.backends.local import etc_hosts
 from elastic.testbed.backends.local.network import plan as wire_plan
-from elastic.testbed.render import render_profile
-from elastic.testbed.topology import Topology
 
 
 def render(**params: str) -> Topology:

@@ -16,7 +16,7 @@ import pytest
 
 from elastic import paths
 from elastic.errors import PtcError
-from elastic.testbed import genilib_compat
+from elastic.profile import genilib_compat
 
 
 def run_py(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,7 +35,7 @@ def run_py(code: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 
 def install_line(skip: set[str]) -> str:
-    return f"from elastic.testbed import genilib_compat; genilib_compat.install(skip={skip!r})"
+    return f"from elastic.profile import genilib_compat; genilib_compat.install(skip={skip!r})"
 
 
 # --- print_statements ----------------------------------------------------------------------

@@ -10,9 +10,9 @@ import yaml
 
 from elastic import paths
 from elastic.errors import InputError
+from elastic.profile.render import render_request
+from elastic.profile.topology import ExecuteService, Node
 from elastic.testbed.groups import KNOWN_GROUPS, node_groups
-from elastic.testbed.render import render_request
-from elastic.testbed.topology import ExecuteService, Node
 
 SITE = paths.REPO_ROOT / "site.yml"
 PROFILE = paths.REPO_ROOT / "profiles" / "slurm_cluster.py"

@@ -22,10 +22,10 @@ import yaml
 from elastic.deploy import first_contact, runner
 from elastic.deploy.target import Target
 from elastic.errors import DeployError, RemoteError, TestbedError
-from elastic.manager.remote import ssh_run
+from elastic.manager.workstation import ssh_run
+from elastic.profile.topology import Login, Node, Topology
 from elastic.testbed import known_hosts
 from elastic.testbed.inventory import build_inventory
-from elastic.testbed.topology import Login, Node, Topology
 
 PING = Path(__file__).resolve().parents[3] / "tests/integration/playbooks/ping.yml"
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"

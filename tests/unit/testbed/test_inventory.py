@@ -14,9 +14,9 @@ from testbed_support import RECORDINGS
 
 from elastic import paths
 from elastic.errors import InputError, PtcError
-from elastic.testbed import rspec
+from elastic.profile import rspec
+from elastic.profile.topology import Login, Topology
 from elastic.testbed.inventory import Reach, build_inventory, load_groups_file
-from elastic.testbed.topology import Login, Topology
 
 RECONSTRUCTED = RECORDINGS / "reconstructed_cloudlab_utah_manifest.xml"
 

@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+from testbed_support import StandInBackend
 from typer.testing import CliRunner
 
 from elastic import atomic
 from elastic.errors import InputError, PtcError
 from elastic.events import Event, Kind, collect
+from elastic.profile import rspec
+from elastic.profile.render import render_profile, render_request, to_bindings
+from elastic.profile.topology import Login, Topology
 from elastic.testbed import experiment as experiments
-from elastic.testbed import lifecycle, rspec
+from elastic.testbed import lifecycle
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.render import render_profile, render_request, to_bindings
-from elastic.testbed.topology import Login, Topology
 
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "tests" / "single_node.py"
 SLURM_PROFILE = PROFILE.parents[1] / "slurm_cluster.py"
 
 
-class FailingBackend:
+class FailingBackend(StandInBackend):
     """A backend whose create fails; delete fails too when asked to."""
 
     def __init__(self, delete_fails: bool) -> None:
@@ -342,7 +345,7 @@ def test_cli_up_refuses_warnings_and_modify_only_with_the_flag(
 class ImageBackend(FailingBackend):
     """Offers two disk images and records the experiment's choice when asked to create it."""
 
-    disk_images = ("prepared", "bare")
+    capabilities = replace(StandInBackend.capabilities, disk_images=("prepared", "bare"))
 
     def create(self, exp: Experiment, request: Topology) -> bytes:
         self.chosen = exp.image

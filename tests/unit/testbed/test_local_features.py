@@ -7,14 +7,14 @@ from testbed_support import RECORDINGS, TEST_PROFILES
 
 from elastic.errors import InputError
 from elastic.events import Event, Kind, Reporter, collect
-from elastic.testbed import rspec
+from elastic.profile import rspec
+from elastic.profile.render import render_request
+from elastic.profile.topology import Topology
 from elastic.testbed.backends.local import backend as local_backend
 from elastic.testbed.backends.local import features
 from elastic.testbed.backends.local.backend import LocalBackend
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.render import render_request
-from elastic.testbed.topology import Topology
 
 EXTENSIONS = RECORDINGS / "genilib_portal" / "recorded_portal_extensions_defaults.xml"
 

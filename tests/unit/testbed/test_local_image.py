@@ -28,6 +28,17 @@ def test_packages_installed_without_recommends_are_a_set_of_their_own(tmp_path: 
     assert role_packages(tmp_path) == ("x", "y", "z")
 
 
+def test_a_task_s_own_vars_and_its_block_s_name_its_packages(tmp_path: Path) -> None:
+    write_role(
+        tmp_path,
+        "a",
+        "- ansible.builtin.apt:\n    name: '{{ __a_packages }}'\n  vars:\n    __a_packages: [x, y]\n"
+        "- block:\n    - ansible.builtin.apt:\n        name: '{{ __a_packages + [__a_more] }}'\n"
+        "      vars:\n        __a_more: w\n  vars:\n    __a_packages: [z]\n",
+    )
+    assert role_package_sets(tmp_path) == (("w", "x", "y", "z"), ())
+
+
 def test_the_roles_own_split() -> None:
     with_recommends, plain = role_package_sets(ROLES)
     assert "ansible" in plain and "ansible" not in with_recommends

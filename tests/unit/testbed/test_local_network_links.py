@@ -16,9 +16,9 @@ import pytest
 from testbed_support import SLURM_PROFILE, TEST_PROFILES
 
 from elastic.errors import InputError, PtcError
+from elastic.profile.render import render_request
+from elastic.profile.topology import Interface, Link, LinkProperty, Node, Topology
 from elastic.testbed.backends.local import linkemu, links, network
-from elastic.testbed.render import render_request
-from elastic.testbed.topology import Interface, Link, LinkProperty, Node, Topology
 
 
 def shaped_plan(profile: str, **params: object) -> dict[str, links.Shaped]:

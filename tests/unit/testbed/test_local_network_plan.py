@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from elastic.profile.topology import Interface, Link, Node, Topology
 from elastic.testbed.backends.local import etc_hosts, network
-from elastic.testbed.topology import Interface, Link, Node, Topology
 
 
 def two_lans() -> Topology:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from elastic.errors import InputError
+from elastic.profile.topology import Interface, Link, LinkProperty, Node, Topology
 from elastic.testbed import membership
-from elastic.testbed.topology import Interface, Link, LinkProperty, Node, Topology
 
 
 def lan(

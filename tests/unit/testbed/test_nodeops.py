@@ -16,28 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testbed_support import SLURM_PROFILE, TEST_PROFILES
+from testbed_support import SLURM_PROFILE, TEST_PROFILES, StandInBackend
 from typer.testing import CliRunner
 
 from elastic import atomic
 from elastic.errors import InputError, NotFoundError, TestbedError
 from elastic.events import Event, Kind, collect
-from elastic.testbed import (
-    capacity,
-    known_hosts,
-    lifecycle,
-    membership,
-    nodeops,
-    power_hold,
-    provisioning,
-    rspec,
-)
+from elastic.profile import rspec
+from elastic.profile.render import render_request
+from elastic.profile.topology import Login, Topology
 from elastic.testbed import experiment as experiments
+from elastic.testbed import known_hosts, lifecycle, membership, nodeops, power_hold
 from elastic.testbed.backends.local import backend as local
-from elastic.testbed.backends.local import links, network
+from elastic.testbed.backends.local import capacity, links, network, provisioning
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.render import render_request
-from elastic.testbed.topology import Login, Topology
 
 KEYS = "ssh-ed25519 AAAAkey-{node} root@{node}\n"
 
@@ -194,7 +186,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> tuple[FakePodman, Wiring]:
 
 def boot(podman: FakePodman, exp: Experiment, request: Topology, **running: bool) -> None:
     for i, node in enumerate(request.nodes):
-        podman.containers[local.container_name(exp.name, node.client_id)] = Container(
+        podman.containers[local.podman.container_name(exp.name, node.client_id)] = Container(
             running=running.get(node.client_id.replace("-", "_"), True),
             pid=100 + i,
             port=2200 + i,
@@ -344,7 +336,7 @@ def test_reload_goes_the_replace_way_and_rewrites_inventory_and_host_keys(
     exp, _ = made("reload", SLURM_PROFILE, {"computeNodeCount": "1"})
     replaced: list[list[str]] = []
 
-    class Replacing:
+    class Replacing(StandInBackend):
         def preflight(self) -> None:
             pass
 
@@ -411,7 +403,7 @@ def test_the_cli_shows_states_as_json_and_exits_2_on_an_unknown_node(
 # -- release and allocate -----------------------------------------------------------------------
 
 
-class Moving:
+class Moving(StandInBackend):
     """A backend that records release and allocate and answers as a testbed would: the
     manifest without the released nodes, or with the allocated ones given logins."""
 

@@ -17,8 +17,8 @@ from lxml import etree
 from testbed_support import RECORDINGS, TEST_PROFILES
 
 from elastic.errors import InputError
-from elastic.testbed import render
-from elastic.testbed.render import render_request
+from elastic.profile import render
+from elastic.profile.render import render_request
 
 RECORDED = RECORDINGS / "genilib_portal"
 CASES = sorted(RECORDED.glob("recorded_*.json"))
@@ -120,7 +120,7 @@ def test_bad_struct_and_list_values_name_the_member(
 
 def test_old_flat_parameter_file_is_still_read(tmp_path: Path) -> None:
     # A site's tools may still write {"name": value}: the compat layer reads both protocols.
-    from elastic.testbed import genilib_compat
+    from elastic.profile import genilib_compat
 
     assert genilib_compat.read_params_file({"lan": True}) == ({"lan": True}, False)
     assert genilib_compat.read_params_file(render.to_bindings({"lan": {"jumbo": True}})) == (

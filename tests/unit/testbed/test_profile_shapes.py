@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from testbed_support import TEST_PROFILES
 
-from elastic.testbed import rspec
-from elastic.testbed.render import render_profile
+from elastic.profile import rspec
+from elastic.profile.render import render_profile
 
 
 def render(name: str) -> rspec.Topology:

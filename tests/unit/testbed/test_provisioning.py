@@ -13,8 +13,8 @@ import pytest
 
 from elastic.errors import InputError
 from elastic.events import Event, collect
-from elastic.testbed import capacity, provisioning
-from elastic.testbed.provisioning import Limits
+from elastic.testbed.backends.local import capacity, provisioning
+from elastic.testbed.backends.local.provisioning import Limits
 
 
 def test_a_request_goes_in_parts_no_larger_than_the_limits() -> None:

@@ -8,8 +8,8 @@ import pytest
 from testbed_support import SLURM_PROFILE, TEST_PROFILES
 
 from elastic.errors import PtcError
-from elastic.testbed import rspec
-from elastic.testbed.render import profile_parameters, render_profile
+from elastic.profile import rspec
+from elastic.profile.render import profile_parameters, render_profile
 
 STARTUP = "sudo bash /local/repository/profiles/startup.sh"
 HEAD_ROLES = "slurm_controller,slurm_dbd,nfs_server,config_server"

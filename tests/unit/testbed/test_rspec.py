@@ -13,8 +13,8 @@ from lxml import etree
 from testbed_support import RECORDINGS
 
 from elastic.errors import PtcError
-from elastic.testbed import rspec
-from elastic.testbed.topology import (
+from elastic.profile import rspec
+from elastic.profile.topology import (
     Blockstore,
     ExecuteService,
     InstallService,

@@ -17,27 +17,29 @@ takes the first login SSHes in as the user who owns the key.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from lxml import etree
 
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter
-from elastic.testbed import genilib_compat, rspec
+from elastic.profile import genilib_compat, rspec
+from elastic.profile.topology import Node, Topology
+from elastic.testbed.backends.base import Capabilities
 from elastic.testbed.backends.cloudlab import nodeops
+from elastic.testbed.backends.cloudlab.slices import slice_name
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Node, Topology
 
 SITES = ("utah", "wisconsin", "clemson", "apt")
 _SITE_AM = {"utah": "Utah", "wisconsin": "Wisconsin", "clemson": "Clemson", "apt": "Apt"}
-# GENI slice names: at most 19 characters, letters, digits and dashes.
-MAX_SLICE_NAME = 19
 SLICE_LIFETIME = datetime.timedelta(hours=16)
 READY_TIMEOUT_S = 30 * 60.0
 SSH_TIMEOUT_S = 10 * 60.0
@@ -56,17 +58,40 @@ def tcp_probe(host: str, port: int, timeout: float) -> bool:
         return False
 
 
-def slice_name(experiment: str) -> str:
-    if len(experiment) > MAX_SLICE_NAME:
-        raise InputError(
-            f"experiment name {experiment!r} is too long for a CloudLab slice "
-            f"(at most {MAX_SLICE_NAME} characters)"
-        )
-    return experiment
-
-
 class CloudLabBackend:
     """``Backend`` for CloudLab. Everything after ``context_path`` exists for tests."""
+
+    # CloudLab makes its nodes itself (keys recorded at first contact), has its own portal and
+    # limits, and its aggregate deletes only whole slices, so nodes do not move.
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    # -- the testbed's own machinery: CloudLab keeps its own count and limits ---------------
+
+    @staticmethod
+    def reserved(experiment: str, nodes: Sequence[str]) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def provisioned(
+        experiment: str,
+        action: str,
+        nodes: list[str],
+        on_event: OnEvent | None,
+        run: Callable[[list[str]], None],
+    ) -> None:
+        run(nodes)
+
+    @staticmethod
+    def prepare_services(exp: Experiment) -> None:
+        pass  # the portal is CloudLab's
+
+    @staticmethod
+    def start_services(exp: Experiment) -> None:
+        pass
+
+    @staticmethod
+    def stop_services(exp: Experiment) -> None:
+        pass
 
     def __init__(
         self,

@@ -29,16 +29,34 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from elastic.errors import InputError, TestbedError
-from elastic.testbed import rspec
+from elastic.events import Reporter
+from elastic.profile import rspec
+from elastic.profile.topology import Node, Topology
 from elastic.testbed.backends.cloudlab import host_keys
+from elastic.testbed.backends.cloudlab.slices import slice_name
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Node, Topology
 
-if TYPE_CHECKING:
-    from elastic.testbed.backends.cloudlab.backend import CloudLabBackend
+
+class SliceAccess(Protocol):
+    """What the operations need of the backend: its aggregate, clock, events and waits."""
+
+    site: str
+    report: Reporter
+    ready_timeout: float
+    poll_interval: float
+
+    @property
+    def aggregate(self) -> Any: ...
+    def context(self) -> Any: ...
+    def now(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+    def fetch_manifest(self, ctx: Any, sname: str) -> bytes: ...
+    def wait_slivers_ready(self, exp: Experiment, nodes: list[Node], operation: str) -> None: ...
+    def wait_ssh(self, manifest: Topology) -> None: ...
+
 
 GENI_REFUSED = 7  # AM API: the aggregate will not do it (wrong state, unsupported form)
 GENI_BUSY = 14  # AM API: the slice is locked by another operation; try again
@@ -87,9 +105,8 @@ def manifest_nodes(exp: Experiment, nodes: Sequence[str], operation: str) -> lis
     return chosen
 
 
-def act(backend: CloudLabBackend, exp: Experiment, nodes: Sequence[str], operation: str) -> None:
+def act(backend: SliceAccess, exp: Experiment, nodes: Sequence[str], operation: str) -> None:
     """Ask the aggregate for ``operation`` on each node, one node a call, so an error names it."""
-    from elastic.testbed.backends.cloudlab.backend import slice_name
 
     action, already = ACTIONS[operation]
     chosen = manifest_nodes(exp, nodes, operation)
@@ -111,7 +128,7 @@ def act(backend: CloudLabBackend, exp: Experiment, nodes: Sequence[str], operati
 
 @contextmanager
 def step(
-    backend: CloudLabBackend, operation: str, nodes: Sequence[str], name: str
+    backend: SliceAccess, operation: str, nodes: Sequence[str], name: str
 ) -> Iterator[list[str]]:
     """A begin and an end event around one step, the end carrying its duration in seconds.
     Whatever the step appends to the yielded list is said in the end event."""
@@ -131,7 +148,7 @@ def step(
 
 
 def _poa(
-    backend: CloudLabBackend,
+    backend: SliceAccess,
     ctx: Any,
     sname: str,
     action: str,
@@ -171,11 +188,11 @@ def geni_code(err: Exception) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def power_off(backend: CloudLabBackend, exp: Experiment, nodes: list[str]) -> None:
+def power_off(backend: SliceAccess, exp: Experiment, nodes: list[str]) -> None:
     act(backend, exp, nodes, "power_off")
 
 
-def power_on(backend: CloudLabBackend, exp: Experiment, nodes: list[str]) -> None:
+def power_on(backend: SliceAccess, exp: Experiment, nodes: list[str]) -> None:
     act(backend, exp, nodes, "power_on")
     chosen = manifest_nodes(exp, nodes, "power_on")
     names = [n.client_id for n in chosen]
@@ -185,11 +202,10 @@ def power_on(backend: CloudLabBackend, exp: Experiment, nodes: list[str]) -> Non
         backend.wait_ssh(Topology(nodes=chosen, links=[]))
 
 
-def reload(backend: CloudLabBackend, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
+def reload(backend: SliceAccess, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
     """Fresh disks from the image; same names and addresses. Returns the new manifest, and
     forgets the reloaded nodes' old host keys (said in an event) so the new ones are recorded
     at the next connection."""
-    from elastic.testbed.backends.cloudlab.backend import slice_name
 
     act(backend, exp, nodes, "reload")
     chosen = manifest_nodes(exp, nodes, "reload")
@@ -205,7 +221,7 @@ def reload(backend: CloudLabBackend, exp: Experiment, request: Topology, nodes: 
     return manifest
 
 
-def forget_host_keys(backend: CloudLabBackend, exp: Experiment, nodes: Sequence[Node]) -> None:
+def forget_host_keys(backend: SliceAccess, exp: Experiment, nodes: Sequence[Node]) -> None:
     known_hosts = exp.inventory_dir / "known_hosts"
     done: set[str] = set()
     for node in nodes:
@@ -228,14 +244,12 @@ def refuse(exp: Experiment, nodes: Sequence[str], operation: str, why: str) -> T
     )
 
 
-def release(backend: CloudLabBackend, exp: Experiment, nodes: list[str]) -> bytes:
+def release(backend: SliceAccess, exp: Experiment, nodes: list[str]) -> bytes:
     manifest_nodes(exp, nodes, "release")  # an unknown node is named as such first
     raise refuse(exp, nodes, "release", RELEASE_REFUSAL)
 
 
-def allocate(
-    backend: CloudLabBackend, exp: Experiment, request: Topology, nodes: list[str]
-) -> bytes:
+def allocate(backend: SliceAccess, exp: Experiment, request: Topology, nodes: list[str]) -> bytes:
     requested = {n.client_id for n in request.nodes}
     if unknown := [n for n in nodes if n not in requested]:
         raise InputError(

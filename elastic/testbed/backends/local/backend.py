@@ -18,17 +18,23 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from elastic import atomic, paths
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
-from elastic.testbed import capacity, groups, known_hosts, membership, rspec
+from elastic.profile import rspec
+from elastic.profile.topology import Login, Node, Topology
+from elastic.testbed import groups, known_hosts, membership
+from elastic.testbed.backends.base import Capabilities
 from elastic.testbed.backends.local import (
     DOMAIN,
+    capacity,
+    control,
     etc_hosts,
     features,
     host_limits,
@@ -37,14 +43,14 @@ from elastic.testbed.backends.local import (
     network,
     podman,
     privileges,
+    provisioning,
 )
+from elastic.testbed.backends.local.control import service as control_service
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Login, Node, Topology
 
-NODE_LABEL = "io.ptc.node"
 GENI_DIR = "/var/lib/ptc-geni"
-CONTROL_MOUNT = "/run/ptc-testbed"  # elastic.testbed.control.MOUNT
+CONTROL_MOUNT = str(control.MOUNT)  # where every node sees the control service
 SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
 # The exports' directories inside it, mounted where the NFS roles expect them: nodes may not
 # mount (README, "What a node may do on the host"), so the roles only check these.
@@ -60,14 +66,47 @@ class Started(NamedTuple):
     port: int  # the SSH port published on 127.0.0.1
 
 
-def container_name(experiment: str, node: str) -> str:
-    return f"ptc-{experiment}-{node}"
-
-
 class LocalBackend:
     name = "local"
-    control_service = True  # nodes mount the host's control service (elastic.testbed.control)
-    disk_images = image.KINDS  # the first is the default
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        host_machines=True,
+        control_service=True,  # nodes mount the host's control service (``control``)
+        pins_host_keys=True,
+        disk_images=image.KINDS,  # the first is the default
+        moves_nodes=True,
+        sleeping_nodes=True,
+    )
+
+    # -- the testbed's own machinery (class-level hooks of the Backend protocol) ------------
+
+    @staticmethod
+    def reserved(experiment: str, nodes: Sequence[str]) -> AbstractContextManager[None]:
+        return capacity.reserved(experiment, nodes)
+
+    @staticmethod
+    def provisioned(
+        experiment: str,
+        action: str,
+        nodes: list[str],
+        on_event: OnEvent | None,
+        run: Callable[[list[str]], None],
+    ) -> None:
+        bounds = provisioning.limits()
+        for part in provisioning.parts(nodes, bounds, action):
+            with provisioning.slot(experiment, action, part, on_event, bounds=bounds):
+                run(part)
+
+    @staticmethod
+    def prepare_services(exp: Experiment) -> None:
+        control_service.prepare(exp)  # the credential exists before any node mounts it
+
+    @staticmethod
+    def start_services(exp: Experiment) -> None:
+        control_service.start(exp)
+
+    @staticmethod
+    def stop_services(exp: Experiment) -> None:
+        control_service.stop(exp)
 
     def __init__(self, site: str | None = None, on_event: OnEvent | None = None) -> None:
         if site:
@@ -131,7 +170,7 @@ class LocalBackend:
         manifest = rspec.parse_manifest(exp.manifest()) if exp.manifest_path.exists() else None
         nodes = [n.client_id for n in manifest.nodes] if manifest else []
         for node in nodes:
-            info = podman.inspect(container_name(exp.name, node))
+            info = podman.inspect(podman.container_name(exp.name, node))
             states[node] = _power_state(info)
         for emulator in links.check(exp.dir):
             if not emulator.running and emulator.node in states:
@@ -145,7 +184,7 @@ class LocalBackend:
     def power_states(self, exp: Experiment) -> dict[str, str]:
         manifest = rspec.parse_manifest(exp.manifest())
         return {
-            n.client_id: _power_state(podman.inspect(container_name(exp.name, n.client_id)))
+            n.client_id: _power_state(podman.inspect(podman.container_name(exp.name, n.client_id)))
             for n in manifest.nodes
         }
 
@@ -154,7 +193,7 @@ class LocalBackend:
         container's disk stays, its memory and CPU go back to the host."""
         steps = Steps(self.report, f"powering off {', '.join(nodes)}", len(nodes))
         for node in nodes:
-            name = container_name(exp.name, node)
+            name = podman.container_name(exp.name, node)
             state = _power_state(podman.inspect(name))
             if state == "missing":
                 raise TestbedError(f"node {node}: power off: its container {name} does not exist")
@@ -181,7 +220,7 @@ class LocalBackend:
         wires = network.plan(manifest)
         steps = Steps(self.report, f"powering on {', '.join(nodes)}", len(nodes))
         for node in nodes:
-            name = container_name(exp.name, node)
+            name = podman.container_name(exp.name, node)
             state = _power_state(podman.inspect(name))
             if state == "missing":
                 raise TestbedError(f"node {node}: power on: its container {name} does not exist")
@@ -205,7 +244,7 @@ class LocalBackend:
         xml: bytes,
         steps: Steps,
     ) -> None:
-        name = container_name(exp.name, node.client_id)
+        name = podman.container_name(exp.name, node.client_id)
         login = node.login
         assert login is not None  # the local testbed's manifest gives every node one
         steps.status(f"starting {node.client_id}")
@@ -280,7 +319,9 @@ class LocalBackend:
         (self._geni_dir(exp, node) / "ready").unlink(missing_ok=True)
 
     def _stop_quietly(self, exp: Experiment, node: str) -> None:
-        podman.run("stop", "--time", str(STOP_GRACE), container_name(exp.name, node), check=False)
+        podman.run(
+            "stop", "--time", str(STOP_GRACE), podman.container_name(exp.name, node), check=False
+        )
         self._unwire(exp, node)
 
     def _timed(self, node: str, step: str, started: float) -> None:
@@ -322,7 +363,7 @@ class LocalBackend:
         for node in manifest.nodes:
             if node.client_id in started:
                 continue
-            name = container_name(exp.name, node.client_id)
+            name = podman.container_name(exp.name, node.client_id)
             # A powered-off node gets the new block when it is powered on.
             if _power_state(podman.inspect(name)) == "running":
                 current_hosts = podman.exec_(name, "cat", "/etc/hosts").stdout
@@ -478,7 +519,7 @@ class LocalBackend:
         hosts = etc_hosts.block(manifest, wires)
         public_key = exp.key_path.with_suffix(".pub").read_text()
         for node in nodes:
-            name = container_name(exp.name, node.client_id)
+            name = podman.container_name(exp.name, node.client_id)
             _write_in(name, "/etc/hosts", etc_hosts.BASE + hosts, mode="644")
             _write_in(name, "/root/.ssh/authorized_keys", public_key, mode="600")
             steps.advance()
@@ -489,7 +530,7 @@ class LocalBackend:
             # sshd answers once its host keys exist: read them from the container (not over
             # the network) and pin them before anyone connects.
             keys = podman.run(
-                "exec", container_name(exp.name, node.client_id),
+                "exec", podman.container_name(exp.name, node.client_id),
                 "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub",
             ).stdout  # fmt: skip
             known_hosts.pin(
@@ -505,7 +546,7 @@ class LocalBackend:
 
     def _remove_nodes(self, exp: Experiment, nodes: set[str]) -> None:
         """Remove nodes' containers (their LAN veths go with them) and their host state."""
-        names = [container_name(exp.name, n) for n in sorted(nodes)]
+        names = [podman.container_name(exp.name, n) for n in sorted(nodes)]
         names = [n for n in names if podman.inspect(n) is not None]
         if names:
             podman.run("rm", "--force", "--time", "0", *names)
@@ -518,7 +559,7 @@ class LocalBackend:
     def _start(
         self, exp: Experiment, node: Node, ref: str, shared: Path, params: dict[str, str]
     ) -> Started:
-        name = container_name(exp.name, node.client_id)
+        name = podman.container_name(exp.name, node.client_id)
         geni = self._geni_dir(exp, node.client_id)
         atomic.write_text(geni / "client_id", node.client_id + "\n")
         atomic.write_text(geni / "slice_urn", f"urn:publicid:IDN+{DOMAIN}+slice+{exp.name}\n")
@@ -538,9 +579,9 @@ class LocalBackend:
             "--hostname",
             node.client_id,
             "--label",
-            f"{podman.LABEL}={exp.name}",
+            f"{podman.EXPERIMENT_LABEL}={exp.name}",
             "--label",
-            f"{NODE_LABEL}={node.client_id}",
+            f"{podman.NODE_LABEL}={node.client_id}",
             *capacity.label_args(),  # the machine it takes from the testbed's count
             *privileges.container_args(nfs_server="nfs_server" in groups.node_groups(node)),
             *privileges.cgroup_args(name),
@@ -607,7 +648,7 @@ class LocalBackend:
         while pending and time.monotonic() < deadline:
             for node in list(pending):
                 proc = podman.exec_(
-                    container_name(exp.name, node),
+                    podman.container_name(exp.name, node),
                     "cat",
                     "/var/lib/ptc/execute.status",
                     check=False,
@@ -616,7 +657,7 @@ class LocalBackend:
                     pending.remove(node)
                     if proc.stdout.strip() != "0":
                         log = podman.exec_(
-                            container_name(exp.name, node),
+                            podman.container_name(exp.name, node),
                             "tail",
                             "-n",
                             "15",

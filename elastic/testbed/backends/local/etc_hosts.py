@@ -8,8 +8,8 @@ startup script nor the roles write them.
 
 from __future__ import annotations
 
+from elastic.profile.topology import Topology
 from elastic.testbed.backends.local.network import Wire
-from elastic.testbed.topology import Topology
 
 BASE = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\n"
 BEGIN = "# BEGIN ptc testbed: experiment nodes by LAN address"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from elastic.errors import InputError
 from elastic.events import Reporter
-from elastic.testbed.topology import Link, Node, Topology
+from elastic.profile.topology import Link, Node, Topology
 
 DOCKER_SLIVER = "emulab-docker"
 

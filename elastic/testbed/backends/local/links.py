@@ -37,8 +37,8 @@ from pathlib import Path
 
 from elastic import atomic, processes
 from elastic.errors import InputError, TestbedError
+from elastic.profile.topology import LinkProperty, Topology
 from elastic.testbed.backends.local import network
-from elastic.testbed.topology import LinkProperty, Topology
 
 EMULATOR = Path(__file__).with_name("linkemu.py")
 STATE_FILE = "links.json"

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 
 from elastic.errors import TestbedError
-from elastic.testbed.topology import Topology
+from elastic.profile.topology import Topology
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,16 @@ from typing import Any
 from elastic.errors import TestbedError
 
 CONTAINERS_CONF = Path(__file__).with_name("containers.conf")
-LABEL = "io.ptc.experiment"
+# What ptc labels its containers with: the experiment, the node (client_id), and the
+# testbed directory whose machines they count as.
+EXPERIMENT_LABEL = "io.ptc.experiment"
+NODE_LABEL = "io.ptc.node"
+TESTBED_LABEL = "io.ptc.testbed"
+
+
+def container_name(experiment: str, node: str) -> str:
+    """The container that is ``node`` of ``experiment``."""
+    return f"ptc-{experiment}-{node}"
 
 
 def env() -> dict[str, str]:
@@ -53,7 +62,9 @@ def inspect(name: str) -> dict[str, Any] | None:
 
 
 def containers_of(experiment: str) -> list[str]:
-    proc = run("ps", "-a", "--filter", f"label={LABEL}={experiment}", "--format", "{{.Names}}")
+    proc = run(
+        "ps", "-a", "--filter", f"label={EXPERIMENT_LABEL}={experiment}", "--format", "{{.Names}}"
+    )
     return [line for line in proc.stdout.split() if line]
 
 

@@ -10,14 +10,15 @@ from dataclasses import replace
 from elastic import atomic
 from elastic.errors import TestbedError
 from elastic.events import OnEvent, Reporter
+from elastic.profile import rspec
+from elastic.profile.topology import Interface, Login, Node, Topology
 from elastic.testbed import experiment as experiments
-from elastic.testbed import known_hosts, rspec
-from elastic.testbed.control import credential, service
-from elastic.testbed.control.app import Settings
-from elastic.testbed.control.journal import Journal
-from elastic.testbed.control.names import Resolver, home_nodes
+from elastic.testbed import known_hosts
+from elastic.testbed.backends.local.control import credential, service
+from elastic.testbed.backends.local.control.app import Settings
+from elastic.testbed.backends.local.control.journal import Journal
+from elastic.testbed.backends.local.control.names import Resolver, home_nodes
 from elastic.testbed.experiment import Experiment
-from elastic.testbed.topology import Interface, Login, Node, Topology
 
 DOMAIN = "ptc.local"
 

@@ -16,10 +16,10 @@ import uvicorn
 
 from elastic.events import OnEvent, Reporter
 from elastic.testbed import experiment as experiments
-from elastic.testbed.control import credential, service
-from elastic.testbed.control.app import Settings, create_app
-from elastic.testbed.control.journal import Journal
-from elastic.testbed.control.names import Resolver, home_nodes
+from elastic.testbed.backends.local.control import credential, service
+from elastic.testbed.backends.local.control.app import Settings, create_app
+from elastic.testbed.backends.local.control.journal import Journal
+from elastic.testbed.backends.local.control.names import Resolver, home_nodes
 from elastic.testbed.experiment import Experiment
 
 

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from elastic.errors import TestbedError
 from elastic.testbed import experiment as experiments
-from elastic.testbed.control import service
-from elastic.testbed.control.app import create_app
+from elastic.testbed.backends.local.control import service
+from elastic.testbed.backends.local.control.app import create_app
 from elastic.testbed.experiment import Experiment
 
 

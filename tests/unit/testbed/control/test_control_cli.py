@@ -11,7 +11,7 @@ from control_support import make_experiment
 from typer.testing import CliRunner
 
 from elastic.cli import control as control_cli
-from elastic.testbed.control import service
+from elastic.testbed.backends.local.control import service
 from elastic.testbed.experiment import Experiment
 
 app = typer.Typer()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from control_support import make_experiment, secret
 
-from elastic.testbed.control import service
+from elastic.testbed.backends.local.control import service
 from elastic.testbed.experiment import Experiment
 
 

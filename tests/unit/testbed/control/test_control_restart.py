@@ -17,8 +17,8 @@ import pytest
 from control_support import make_experiment
 
 from elastic import paths
-from elastic.testbed.control import service
-from elastic.testbed.control.client import ControlClient, ControlError
+from elastic.testbed.backends.local.control import service
+from elastic.testbed.backends.local.control.client import ControlClient, ControlError
 from elastic.testbed.experiment import Experiment
 
 SCRIPT = Path(__file__).with_name("fake_control_service.py")

@@ -23,7 +23,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[5]
 sys.path.insert(0, str(REPO))
 
-from elastic.testbed.render import to_bindings  # noqa: E402
+from elastic.profile.render import to_bindings  # noqa: E402
 
 CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("portal_params", "defaults", {}, False),
