@@ -11,7 +11,6 @@ APT_PACKAGES := podman runc debootstrap uidmap iptables iproute2 openssh-client 
 DEMO_NAME   ?= demo
 DEMO_NODES  ?= 2
 
-export PTC_HOME ?= $(CURDIR)/state
 export CONTAINERS_CONF := $(CURDIR)/elastic/testbed/backends/local/containers.conf
 
 .PHONY: help setup apt venv image demo test test-unit test-integration lint clean

@@ -27,10 +27,14 @@ def repository() -> Path:
 
 
 def home() -> Path:
-    """Root of ptc's state (``$PTC_HOME``, else ``$XDG_DATA_HOME/ptc``)."""
+    """Root of ptc's state: ``$PTC_HOME`` when set; else ``state/`` in the checkout ptc runs
+    from, so ``make demo`` and ``bin/ptc`` find the same experiments (git ignores it, and the
+    nodes that mount the checkout see it empty); else ``$XDG_DATA_HOME/ptc``."""
     explicit = os.environ.get("PTC_HOME")
     if explicit:
         return Path(explicit)
+    if (REPO_ROOT / "site.yml").is_file():
+        return REPO_ROOT / "state"
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "ptc"
 
