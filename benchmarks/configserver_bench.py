@@ -47,9 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # suppor
 
 from etcd_env import EtcdServer, apply_auth, free_port, make_pki, start_cluster, start_etcd
 
+from elastic import cluster_groups, node_paths
 from elastic.configserver.client import EtcdClient
+from elastic.configserver.cluster import PROBE_KEY
 from elastic.configserver.errors import ConfigServerError
 from elastic.manager.errors import RevisionConflict
+from elastic.manager.etcd_store import DEFAULT_KEY as MANAGER_STATE_KEY
 from elastic.manager.etcd_store import EtcdStore
 
 
@@ -130,7 +133,7 @@ def wait_healthy(servers: list[EtcdServer], timeout: float = 30.0) -> None:
         try:
             with client_for(servers, timeout=1.0) as c:
                 if all(c.status(s.endpoint).leader for s in servers):
-                    c.get("/ptc/health")
+                    c.get(PROBE_KEY)
                     return
         except ConfigServerError:
             pass
@@ -162,7 +165,7 @@ def bench_failover(servers: list[EtcdServer], kills: int) -> list[float]:
 
 def bench_snapshot(servers: list[EtcdServer], work: Path) -> dict[str, float]:
     with client_for(servers) as c:
-        store = EtcdStore(c, "/ptc/manager/state")
+        store = EtcdStore(c, MANAGER_STATE_KEY)
         store.write(typical_state(), expect=store.read()[0])
         for i in range(50):
             c.put(f"/ptc/partitions/slurm/key-{i}", "x" * 200)
@@ -249,7 +252,7 @@ def experiment_figures(name: str, writes: int, kills: int, client_timeout: float
         )
 
 
-PROBE = "/local/repository/tests/support/probe.py"
+PROBE = f"{node_paths.REPOSITORY}/tests/support/probe.py"
 
 
 def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None:
@@ -263,7 +266,7 @@ def manager_failovers(name: str, kills: int, probe_node: str = "node-0") -> None
 
     exp = experiments.load(name)
     inventory, ssh_config = exp.inventory_path, exp.ssh_config_path
-    members = inventory_groups(inventory).get("config_server") or []
+    members = inventory_groups(inventory).get(cluster_groups.CONFIG_SERVER) or []
     site = find_manager(inventory, ssh_config)
     urls = site.urls
     token = ssh_run(ssh_config, site.node, f"cat {site.token_path(None)}").strip()

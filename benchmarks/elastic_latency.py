@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from elastic import node_paths
 from elastic.atomic import write_bytes, write_text
 from elastic.manager.workstation import open_manager
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes, wasted_cycles
@@ -136,7 +137,7 @@ def resume_once(exp: Exp, nodes: int) -> dict[str, float]:
     job = exp.sbatch(f"-N{nodes} --exclusive", f"date +%s.%N > {MARKS}/{tag}")
     wait_for(f"job {job}", lambda: exp.job_state(job) == "COMPLETED", 300)
     started = float(exp.sh("head", f"cat {MARKS}/{tag}"))
-    line = json.loads(exp.sh("head", "tail -n 1 /var/log/ptc-elastic/resume-timings.jsonl"))
+    line = json.loads(exp.sh("head", f"tail -n 1 {node_paths.RESUME_TIMINGS}"))
     t = line["timings"]
     hook_start = line["time"] - t["total"]
     return {

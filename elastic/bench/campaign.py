@@ -30,11 +30,10 @@ from elastic.bench import dataset, hpcc, hpgmg, slurm_job
 from elastic.bench.spec import Campaign, Run
 from elastic.errors import InputError, Interrupted, PtcError, RemoteError
 from elastic.events import OnEvent, Reporter
+from elastic.node_paths import HPCC_PREFIX, HPGMG_PREFIX
 from elastic.paths import REPO_ROOT
 from elastic.slurm_time import parse_duration
 
-HPGMG_PREFIX = "/opt/ptc/hpgmg/a93ff2376fbc"
-HPCC_PREFIX = "/opt/ptc/bench/hpcc"
 OUTPUT_LIMIT = 200_000  # bytes of a run's output read back
 SETTLE_S = 30.0  # how long a finished job's step usage may take to reach sacct
 

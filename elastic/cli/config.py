@@ -24,7 +24,7 @@ from elastic.configserver.cluster import cluster_status, list_keys
 from elastic.configserver.inventory import KEY as INVENTORY_KEY
 from elastic.configserver.inventory import publish
 from elastic.configserver.restore import restore
-from elastic.configserver.snapshot import S3Location, fetch, list_snapshots, take
+from elastic.configserver.snapshot import DEFAULT_PREFIX, S3Location, fetch, list_snapshots, take
 from elastic.errors import InputError, PtcError
 from elastic.testbed import experiment as experiments
 
@@ -178,7 +178,7 @@ def snapshot(
     name: Name,
     bucket: Bucket = "",
     endpoint_url: EndpointUrl = None,
-    prefix: Prefix = "ptc-etcd/",
+    prefix: Prefix = DEFAULT_PREFIX,
 ) -> None:
     """Snapshot the configuration server into a new version of its S3 object."""
     loc = _location(bucket, endpoint_url, prefix)
@@ -196,7 +196,7 @@ def snapshots(
     name: Name,
     bucket: Bucket = "",
     endpoint_url: EndpointUrl = None,
-    prefix: Prefix = "ptc-etcd/",
+    prefix: Prefix = DEFAULT_PREFIX,
     cluster: Cluster = None,
 ) -> None:
     """The snapshots kept for a cluster, newest first."""
@@ -221,7 +221,7 @@ def restore_(
     name: Name,
     bucket: Bucket = "",
     endpoint_url: EndpointUrl = None,
-    prefix: Prefix = "ptc-etcd/",
+    prefix: Prefix = DEFAULT_PREFIX,
     cluster: Cluster = None,
     version: Annotated[
         str | None, typer.Option("--version", help="S3 version id (default: the latest)")

@@ -47,7 +47,7 @@ def demo(
     started = time.monotonic()
     if experiments.exists(name):
         exp = experiments.load(name)
-        if exp.state != "ready":
+        if exp.state != experiments.State.READY:
             raise PtcError(
                 f"experiment {name!r} exists in state {exp.state}; `ptc down {name}` first"
             )

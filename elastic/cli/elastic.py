@@ -30,6 +30,7 @@ from rich.table import Table
 from elastic.cli import testbed as testbed_cli
 from elastic.errors import InputError, PtcError
 from elastic.manager.client import ManagerClient, ReferenceClient, read_token
+from elastic.policies import DEFAULT_DOWNSCALING_POLICY
 from elastic.testbed import backends
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.local import provisioning
@@ -206,7 +207,9 @@ def rebalance_cmd(
             "--sites", help="sites file (YAML): each site's name, price, desired count, nodes"
         ),
     ],
-    policy: Annotated[str, typer.Option("--policy", help="OI, FO or AP-X (e.g. AP-25)")] = "FO",
+    policy: Annotated[
+        str, typer.Option("--policy", help="OI, FO or AP-X (e.g. AP-25)")
+    ] = DEFAULT_DOWNSCALING_POLICY,
     as_json: Annotated[bool, typer.Option("--json", help="the round's report as JSON")] = False,
 ) -> None:
     """One round of multi-site rebalancing (the thesis's Ch. 2 downscaling) on the

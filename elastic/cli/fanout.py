@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.cli import draw
-from elastic.errors import NotFoundError, RemoteError
+from elastic.errors import RemoteError
+from elastic.events import OnEvent
 from elastic.remote import group
 from elastic.remote.select import Hosts, select
 from elastic.testbed import experiment as experiments
@@ -41,12 +43,24 @@ ConnectTimeoutOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON document on stdout")]
 
 
-def _hosts(name: str, selector: str) -> tuple[experiments.Experiment, list[str]]:
+# A copy gets longer than a command by default: files can be large.
+COPY_TIMEOUT = 300.0
+
+
+def _fan_out(
+    name: str,
+    selector: str,
+    options: tuple[int, float, float],
+    act: Callable[[list[str], group.Options, OnEvent], list[group.HostResult]],
+) -> list[group.HostResult]:
+    """``act`` on the hosts ``selector`` picks from the experiment's inventory, with the
+    command line's ``(parallel, timeout, connect_timeout)``, its progress drawn."""
     exp = experiments.load(name)
-    if not exp.inventory_path.is_file():
-        raise NotFoundError(f"experiment {name!r} has no inventory yet: run `ptc inventory {name}`")
-    doc = yaml.safe_load(exp.inventory_path.read_text()) or {}
-    return exp, select(selector, Hosts.from_inventory(doc))
+    doc = yaml.safe_load(exp.require_inventory().read_text()) or {}
+    hosts = select(selector, Hosts.from_inventory(doc))
+    reach = group.Options(exp.ssh_config_path, *options)
+    with draw.progress(err_console, transient=True) as on_event:
+        return act(hosts, reach, on_event)
 
 
 def _report(
@@ -84,9 +98,9 @@ def run(
     name: Annotated[str, typer.Argument(help="experiment name")],
     selector: SelectorArg,
     command: Annotated[list[str], typer.Argument(help="the command (after --)")],
-    parallel: ParallelOpt = 8,
-    timeout: TimeoutOpt = 60.0,
-    connect_timeout: ConnectTimeoutOpt = 10.0,
+    parallel: ParallelOpt = group.Options.parallel,
+    timeout: TimeoutOpt = group.Options.timeout,
+    connect_timeout: ConnectTimeoutOpt = group.Options.connect_timeout,
     sudo: Annotated[bool, typer.Option("--sudo", help="run the command as root")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -94,11 +108,13 @@ def run(
 
     A table of host, exit status, time and last output lines (or --json); the exit status
     is non-zero when any host failed, and the failed hosts are named."""
-    exp, hosts = _hosts(name, selector)
     line = " ".join(command)
-    options = group.Options(exp.ssh_config_path, parallel, timeout, connect_timeout)
-    with draw.progress(err_console, transient=True) as on_event:
-        results = group.run(hosts, line, options, sudo=sudo, on_event=on_event)
+    results = _fan_out(
+        name,
+        selector,
+        (parallel, timeout, connect_timeout),
+        lambda hosts, reach, on_event: group.run(hosts, line, reach, sudo=sudo, on_event=on_event),
+    )
     _report(results, line, as_json)
 
 
@@ -107,16 +123,18 @@ def put(
     selector: SelectorArg,
     local: Annotated[Path, typer.Argument(help="the file to copy")],
     remote: Annotated[str, typer.Argument(help="where on each node (a directory ends in /)")],
-    parallel: ParallelOpt = 8,
-    timeout: TimeoutOpt = 300.0,
-    connect_timeout: ConnectTimeoutOpt = 10.0,
+    parallel: ParallelOpt = group.Options.parallel,
+    timeout: TimeoutOpt = COPY_TIMEOUT,
+    connect_timeout: ConnectTimeoutOpt = group.Options.connect_timeout,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a file to the selected nodes."""
-    exp, hosts = _hosts(name, selector)
-    options = group.Options(exp.ssh_config_path, parallel, timeout, connect_timeout)
-    with draw.progress(err_console, transient=True) as on_event:
-        results = group.put(hosts, local, remote, options, on_event=on_event)
+    results = _fan_out(
+        name,
+        selector,
+        (parallel, timeout, connect_timeout),
+        lambda hosts, reach, on_event: group.put(hosts, local, remote, reach, on_event=on_event),
+    )
     _report(results, f"put {local} {remote}", as_json, detail="copied to")
 
 
@@ -127,16 +145,20 @@ def get(
     local_dir: Annotated[
         Path, typer.Argument(help="a directory here: each node's copy lands in DIR/NODE/")
     ],
-    parallel: ParallelOpt = 8,
-    timeout: TimeoutOpt = 300.0,
-    connect_timeout: ConnectTimeoutOpt = 10.0,
+    parallel: ParallelOpt = group.Options.parallel,
+    timeout: TimeoutOpt = COPY_TIMEOUT,
+    connect_timeout: ConnectTimeoutOpt = group.Options.connect_timeout,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a file from the selected nodes, into LOCAL_DIR/NODE/NAME."""
-    exp, hosts = _hosts(name, selector)
-    options = group.Options(exp.ssh_config_path, parallel, timeout, connect_timeout)
-    with draw.progress(err_console, transient=True) as on_event:
-        results = group.get(hosts, remote, local_dir, options, on_event=on_event)
+    results = _fan_out(
+        name,
+        selector,
+        (parallel, timeout, connect_timeout),
+        lambda hosts, reach, on_event: group.get(
+            hosts, remote, local_dir, reach, on_event=on_event
+        ),
+    )
     _report(results, f"get {remote} {local_dir}", as_json, detail="copied to")
 
 

@@ -132,7 +132,8 @@ def set_(
             "--full-provisions-per-minute",
             min=0,
             help="of those, full ones (reload, allocate: a fresh disk) starting in any minute "
-            "(Multiverse: 15 full clones); instant power-ons are not counted; 0: no limit",
+            f"(Multiverse: {provisioning.MULTIVERSE_FULL_PER_MINUTE} full clones); instant "
+            "power-ons are not counted; 0: no limit",
         ),
     ] = None,
 ) -> None:

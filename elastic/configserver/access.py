@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elastic import cluster_groups
 from elastic.configserver.client import Credentials, Endpoint, EtcdClient
 from elastic.errors import NotFoundError, PtcError
 from elastic.remote import ssh
 from elastic.testbed import experiment as experiments
 from elastic.testbed.experiment import Experiment
 
-GROUP = "config_server"
 CLIENT_PORT = 2379
 TUNNEL_WAIT_S = 20.0
 
@@ -40,13 +40,10 @@ def pki_dir(exp: Experiment) -> Path:
 
 
 def _inventory(exp: Experiment) -> dict[str, Any]:
-    if not exp.inventory_path.is_file():
-        raise NotFoundError(
-            f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
-        )
+    inventory = exp.require_inventory()
     import yaml  # here: nodes use this module without PyYAML
 
-    data = yaml.safe_load(exp.inventory_path.read_text()) or {}
+    data = yaml.safe_load(inventory.read_text()) or {}
     return dict(data.get("all", {}))
 
 
@@ -54,10 +51,12 @@ def members_of(exp: Experiment) -> list[MemberAddress]:
     """The configuration server's members, in inventory order."""
     inv = _inventory(exp)
     hosts = inv.get("hosts", {}) or {}
-    group = ((inv.get("children", {}) or {}).get(GROUP, {}) or {}).get("hosts", {}) or {}
+    children = inv.get("children", {}) or {}
+    group = (children.get(cluster_groups.CONFIG_SERVER, {}) or {}).get("hosts", {}) or {}
     if not group:
         raise NotFoundError(
-            f"experiment {exp.name!r} has no {GROUP} hosts: its profile runs no configuration server"
+            f"experiment {exp.name!r} has no {cluster_groups.CONFIG_SERVER} hosts: its profile "
+            "runs no configuration server"
         )
     out = []
     for name in group:

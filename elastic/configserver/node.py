@@ -1,15 +1,17 @@
 """Reaching the configuration server from a node of the cluster: the credentials and endpoint
-list the etcd role installed in /etc/ptc/etcd, and the members' LAN addresses. Standard
+list the etcd role installed (``elastic.node_paths.ETCD_CLIENT_DIR``), and the members' LAN
+addresses. Standard
 library only: the nodes' system Python runs this."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from elastic import node_paths
 from elastic.configserver.client import Credentials, Endpoint, EtcdClient
 from elastic.errors import InputError, NotFoundError
 
-NODE_CLIENT_DIR = Path("/etc/ptc/etcd")
+NODE_CLIENT_DIR = Path(node_paths.ETCD_CLIENT_DIR)
 
 
 def node_endpoints(directory: Path = NODE_CLIENT_DIR) -> list[Endpoint]:

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic.errors import InputError, NotFoundError, PtcError
+from elastic.errors import PtcError
 from elastic.testbed.experiment import Experiment
 
 
@@ -26,15 +26,9 @@ class Target:
     @classmethod
     def of_experiment(cls, exp: Experiment) -> Target:
         """The experiment's inventory, once its nodes are up and the inventory is written."""
-        if exp.state != "ready":
-            raise InputError(
-                f"experiment {exp.name!r} is {exp.state}, not ready: `ptc status {exp.name}`"
-            )
-        if not exp.inventory_path.is_file():
-            raise NotFoundError(
-                f"experiment {exp.name!r} has no inventory yet: run `ptc inventory {exp.name}`"
-            )
-        return cls(exp.name, exp.inventory_path, exp.ssh_config_path, exp.runs_dir, exp.facts_dir)
+        exp.require_ready()
+        inventory = exp.require_inventory()
+        return cls(exp.name, inventory, exp.ssh_config_path, exp.runs_dir, exp.facts_dir)
 
     def new_run_dir(self, label: str) -> Path:
         """RUNS/<timestamp>-<label>, never one an earlier run already uses."""

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from elastic import cluster_groups
 from elastic.deploy import runner, secrets
 from elastic.deploy.target import Target
 from elastic.errors import InputError, PtcError
@@ -75,7 +76,7 @@ class LiveTestbed:
     def head(self, exp: str) -> str:
         nodes = rspec.parse_manifest(experiments.load(exp).manifest()).nodes
         for node in nodes:
-            if "slurm_controller" in groups.node_groups(node):
+            if cluster_groups.SLURM_CONTROLLER in groups.node_groups(node):
                 return node.client_id
         if not nodes:
             raise PtcError(f"experiment {exp!r} has no node")

@@ -5,7 +5,7 @@ Every route but ``/v1/health`` needs ``Authorization: Bearer <token>``. Errors a
 yours), 404 (unknown node, partition or reclamation), 409 (held elsewhere, stale or missing
 PV), 422 (an invalid field; ``field`` names it) or 503 (this manager is not the active one, or
 the configuration server is unavailable: ask again, at ``active`` when the body names it; the
-header ``X-Ptc-Active-Manager`` carries it too).
+header ``elastic.wire.ACTIVE_HEADER`` carries it too).
 
 With several managers (one per configuration-server node), only the active one serves: the
 others answer every route but ``/v1/health`` and the schema with 503. A POST may carry an
@@ -28,6 +28,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.middleware.base import RequestResponseEndpoint
 
+from elastic import wire
 from elastic.configserver.errors import Unavailable
 from elastic.errors import InputError, PtcError
 from elastic.lifespan import lifespan_running
@@ -46,7 +47,6 @@ from elastic.manager.model import (
 )
 
 log = logging.getLogger(__name__)
-ACTIVE_HEADER = "X-Ptc-Active-Manager"
 # Served by every manager, active or not.
 OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 Name = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63)]
@@ -158,7 +158,7 @@ def not_active(message: str, active: str | None) -> JSONResponse:
     body = {"error": "NotActive", "field": "", "message": message, "active": active}
     headers = {"Retry-After": "1"}
     if active:
-        headers[ACTIVE_HEADER] = active
+        headers[wire.ACTIVE_HEADER] = active
     return JSONResponse(body, status_code=503, headers=headers)
 
 

@@ -38,11 +38,11 @@ from typing import Any
 
 import httpx
 
+from elastic import wire
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
 from elastic.manager.model import JobRecord, JobReport
 
-ACTIVE_HEADER = "X-Ptc-Active-Manager"
 DEFAULT_FAILOVER_TIMEOUT = 30.0
 
 
@@ -221,7 +221,7 @@ class ManagerClient:
                 if response.status_code == 503:
                     body = _json(response)
                     failures[base] = str(body.get("message") or "HTTP 503")
-                    hint = response.headers.get(ACTIVE_HEADER) or body.get("active") or None
+                    hint = response.headers.get(wire.ACTIVE_HEADER) or body.get("active") or None
                     if isinstance(hint, str):
                         hint = hint.rstrip("/")
                     continue

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
 
+from elastic import wire
 from elastic.events import OnEvent, Reporter
 from elastic.manager import reclamation as reclaiming
 from elastic.manager.auth import Principal, Tokens
@@ -53,7 +54,6 @@ from elastic.policies import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Clock = Callable[[], float]
-NOTIFY_PATH = "/v1/notify-delete-pending"
 _NAME = re.compile(NAME_PATTERN)
 # Requests with an Idempotency-Key are remembered this long (s), and at most this many: far
 # longer than a client retries one request across managers (elastic.manager.client).
@@ -89,7 +89,7 @@ def http_notifier(timeout: float = 5.0, verify: ssl.SSLContext | bool = True) ->
         import httpx
 
         response = httpx.post(
-            endpoint.rstrip("/") + NOTIFY_PATH,
+            endpoint.rstrip("/") + wire.NOTIFY_PATH,
             json=payload,
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout,

@@ -3,9 +3,10 @@
 Configuration (YAML)::
 
     listen: 10.10.1.1            # the experiment LAN address; 0.0.0.0 and :: are refused
-    port: 8700
-    state: /var/lib/ptc-elastic/state.json
-    tokens: /etc/ptc-elastic/tokens  # admin.token, partition-<name>.token (0600)
+    port: 8700                   # default: elastic.wire.MANAGER_PORT
+    state: FILE                  # default: elastic.node_paths.MANAGER_STATE
+    tokens: DIR                  # admin.token, partition-<name>.token (0600); default:
+                                 # elastic.node_paths.ELASTIC_TOKENS_DIR
     notify_interval: 60          # seconds between NotifyDeletePending repeats
     max_pv_age: 120              # older preemption vectors are refused
     tick_interval: 1
@@ -22,9 +23,9 @@ Configuration (YAML)::
     peers:                       # every manager's URL: what clients are given (and remote.py reads)
       - https://10.10.1.201:8700
     tls:                         # required to serve: HTTPS only, a certificate of the cluster's CA;
-      cert: /etc/ptc-elastic/tls/node.crt   # ca: what the clients' endpoints (NotifyDeletePending)
-      key: /etc/ptc-elastic/tls/node.key    # verify to
-      ca: /etc/ptc-elastic/tls/ca.crt
+      cert: node.crt             # ca: what the clients' endpoints (NotifyDeletePending) verify
+      key: node.key              # to; the role puts all three in elastic.node_paths.ELASTIC_TLS_DIR
+      ca: ca.crt
 
 The bearer tokens travel on the experiment LAN, so the manager serves HTTPS only: without
 ``tls`` it refuses to start, and a plain-HTTP request to its port fails the TLS handshake. The
@@ -43,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from elastic import node_paths, wire
 from elastic.errors import InputError
 from elastic.events import to_logger
 from elastic.manager.auth import Principal, Tokens
@@ -58,11 +60,11 @@ DEFAULT_TTL = 2
 @dataclass(frozen=True)
 class ServiceConfig:
     listen: str
-    port: int = 8700
-    state: Path = Path("/var/lib/ptc-elastic/state.json")
-    tokens: Path = Path("/etc/ptc-elastic/tokens")
-    notify_interval: float = 60.0
-    max_pv_age: float = 120.0
+    port: int = wire.MANAGER_PORT
+    state: Path = Path(node_paths.MANAGER_STATE)
+    tokens: Path = Path(node_paths.ELASTIC_TOKENS_DIR)
+    notify_interval: float = ManagerConfig.notify_interval
+    max_pv_age: float = ManagerConfig.max_pv_age
     tick_interval: float = 1.0
     pool: tuple[dict[str, Any], ...] = ()
     partitions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
@@ -79,12 +81,7 @@ class ServiceConfig:
 
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise InputError(f"{path}: cannot read the manager configuration: {err}") from err
-        if not isinstance(raw, dict):
-            raise InputError(f"{path}: expected a mapping")
+        raw = read_mapping(path, "the manager configuration")
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -121,6 +118,17 @@ class ServiceConfig:
         if raw.get("tls") is not None:
             raw["tls"] = parse_tls(raw["tls"], f"{path}: tls")
         return cls(**raw)
+
+
+def read_mapping(path: Path, what: str) -> dict[str, Any]:
+    """A service's YAML configuration file, which must be a mapping (empty: no settings)."""
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise InputError(f"{path}: cannot read {what}: {err}") from err
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: expected a mapping")
+    return raw
 
 
 def parse_tls(value: Any, where: str) -> dict[str, Path]:
@@ -232,7 +240,7 @@ def build_manager(config: ServiceConfig) -> Manager:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ptc-elastic-manager", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", type=Path, default=Path("/etc/ptc-elastic/manager.yml"))
+    parser.add_argument("--config", type=Path, default=Path(node_paths.MANAGER_CONFIG))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # NotifyDeletePending's requests

@@ -2,9 +2,9 @@
 
 With a manager on every configuration-server node, a client's token must open every one of
 them, and a rebuilt node must get the tokens back. The elastic role runs, on each manager's
-node before the manager starts::
+node before the manager starts (``TOKENS_DIR``: ``elastic.node_paths.ELASTIC_TOKENS_DIR``)::
 
-    python -m elastic.manager.tokens --dir /etc/ptc-elastic/tokens admin slurm ref
+    python -m elastic.manager.tokens --dir TOKENS_DIR admin slurm ref
 
 For each name, the token under ``--prefix`` in etcd (``/ptc/secrets/elastic/``: the cluster's
 secrets, which only etcd's root may read) wins; when etcd has none, the node's file (or a new

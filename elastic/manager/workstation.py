@@ -29,14 +29,11 @@ from urllib.parse import urlsplit
 import httpx
 import yaml
 
-from elastic.errors import NotFoundError, PtcError, RemoteError, RemoteTimeout
+from elastic import cluster_groups, node_paths, wire
+from elastic.errors import InputError, NotFoundError, PtcError, RemoteError, RemoteTimeout
 from elastic.manager.client import ManagerClient, split_urls
 from elastic.remote import ssh
 
-MANAGER_GROUP = "config_server"
-CONTROLLER_GROUP = "slurm_controller"
-CONFIG = "/etc/ptc-elastic/manager.yml"
-NODE_CA = "/etc/ptc-elastic/tls/ca.crt"
 CONNECT_TIMEOUT = 5  # s: a node that does not answer SSH this fast is passed over
 
 
@@ -73,6 +70,16 @@ def inventory_groups(inventory: Path) -> dict[str, list[str]]:
     return {g: list((v or {}).get("hosts") or {}) for g, v in children.items()}
 
 
+def controller(inventory: Path, purpose: str) -> str:
+    """The experiment's Slurm controller (the first host of its group); an error naming
+    ``purpose``, what it was wanted for, when the inventory has none."""
+    group = cluster_groups.SLURM_CONTROLLER
+    controllers = inventory_groups(inventory).get(group) or []
+    if not controllers:
+        raise InputError(f"{inventory}: no Slurm controller ({group}) {purpose}")
+    return controllers[0]
+
+
 def ssh_run(
     ssh_config: Path,
     node: str,
@@ -85,14 +92,19 @@ def ssh_run(
 
 def find_manager(inventory: Path, ssh_config: Path) -> ManagerSite:
     """The first ``config_server`` node that answers, with its manager's configuration."""
-    members = inventory_groups(inventory).get(MANAGER_GROUP) or []
+    group = cluster_groups.CONFIG_SERVER
+    members = inventory_groups(inventory).get(group) or []
     if not members:
-        raise NotFoundError(f"{inventory}: no host in group {MANAGER_GROUP}: no elastic manager")
+        raise NotFoundError(f"{inventory}: no host in group {group}: no elastic manager")
     problems: list[str] = []
     for node in members:
         try:
             text = ssh_run(
-                ssh_config, node, f"cat {CONFIG}", timeout=30, connect_timeout=CONNECT_TIMEOUT
+                ssh_config,
+                node,
+                f"cat {node_paths.MANAGER_CONFIG}",
+                timeout=30,
+                connect_timeout=CONNECT_TIMEOUT,
             )
         except (RemoteError, RemoteTimeout) as err:
             problems.append(str(err))
@@ -101,12 +113,12 @@ def find_manager(inventory: Path, ssh_config: Path) -> ManagerSite:
         return ManagerSite(
             node=node,
             address=str(conf["listen"]),
-            port=int(conf.get("port", 8700)),
-            tokens=str(conf.get("tokens", "/etc/ptc-elastic/tokens")),
+            port=int(conf.get("port", wire.MANAGER_PORT)),
+            tokens=str(conf.get("tokens", node_paths.ELASTIC_TOKENS_DIR)),
             peers=tuple(str(u) for u in conf.get("peers") or ()),
         )
     raise NotFoundError(
-        f"no elastic manager configured ({CONFIG}) on any of {', '.join(members)}; deploy with "
+        f"no elastic manager configured ({node_paths.MANAGER_CONFIG}) on any of {', '.join(members)}; deploy with "
         f"-e ptc_elastic=true ({'; '.join(problems)})"
     )
 
@@ -187,10 +199,10 @@ def cluster_ca(inventory: Path, ssh_config: Path, node: str) -> ssl.SSLContext:
     if local.is_file():
         return ssl.create_default_context(cafile=str(local))
     try:
-        pem = ssh_run(ssh_config, node, f"cat {NODE_CA}")
+        pem = ssh_run(ssh_config, node, f"cat {node_paths.ELASTIC_CA}")
     except RemoteError as err:
         raise NotFoundError(
-            f"{node}: no cluster CA ({local} here, {NODE_CA} there) to verify the managers "
+            f"{node}: no cluster CA ({local} here, {node_paths.ELASTIC_CA} there) to verify the managers "
             "with: deploy with -e ptc_elastic=true"
         ) from err
     return ssl.create_default_context(cadata=pem)
@@ -198,7 +210,7 @@ def cluster_ca(inventory: Path, ssh_config: Path, node: str) -> ssl.SSLContext:
 
 def slurm_states(inventory: Path, ssh_config: Path) -> dict[str, str]:
     """{node: Slurm state} from sinfo on the controller ({} when there is none)."""
-    controllers = inventory_groups(inventory).get(CONTROLLER_GROUP) or []
+    controllers = inventory_groups(inventory).get(cluster_groups.SLURM_CONTROLLER) or []
     if not controllers:
         return {}
     out = ssh_run(ssh_config, controllers[0], "sinfo --noheader --Node --format='%N|%T|%E'")

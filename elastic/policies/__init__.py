@@ -15,6 +15,7 @@ from elastic.policies.builtin import (
     make_policy,
 )
 from elastic.policies.downscaling import (
+    DEFAULT_DOWNSCALING_POLICY,
     Aggressive,
     CloudSite,
     DownscalingPolicy,
@@ -56,6 +57,7 @@ from elastic.policies.selection import (
 
 __all__ = [
     "BUSY_FLOOR",
+    "DEFAULT_DOWNSCALING_POLICY",
     "DEFAULT_MAX_AGE_S",
     "DEFAULT_WINDOW",
     "GROWTH_POLICIES",

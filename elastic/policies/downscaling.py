@@ -257,6 +257,11 @@ def retire_drained(pool: Pool) -> Rebalance:
     return _finish(pool, gone)
 
 
+# The policy of a rebalancing round nobody chose one for (the thesis's best trade-off of cost
+# and discarded work); the elastic role's elastic_rebalance_policy is held to it by a test.
+DEFAULT_DOWNSCALING_POLICY = ForceOffline.name
+
+
 def _progress(worker: PoolWorker) -> float:
     return 0.0 if worker.job is None else worker.job.progress
 

@@ -21,6 +21,16 @@ from collections.abc import Iterable
 from lxml import etree
 
 from elastic.errors import InputError
+from elastic.profile.namespaces import (
+    ANSIBLE_NS,
+    EMULAB_NS,
+    GENI_MANIFEST_XSD,
+    GENI_NS,
+    PARAM_PREFIX,
+    PARAMS_NS,
+    SHARED_VLAN_NS,
+    XSI_NS,
+)
 from elastic.profile.topology import (
     Blockstore,
     ExecuteService,
@@ -32,14 +42,6 @@ from elastic.profile.topology import (
     Node,
     Topology,
 )
-
-GENI_NS = "http://www.geni.net/resources/rspec/3"
-EMULAB_NS = "http://www.protogeni.net/resources/rspec/ext/emulab/1"
-PARAMS_NS = "http://www.protogeni.net/resources/rspec/ext/profile-parameters/1"
-XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
-SHARED_VLAN_NS = "http://www.geni.net/resources/rspec/ext/shared-vlan/1"
-ANSIBLE_NS = "http://www.protogeni.net/resources/rspec/ext/ansible/1"
-PARAM_PREFIX = "emulab.net.parameter."
 
 _G = f"{{{GENI_NS}}}"
 _E = f"{{{EMULAB_NS}}}"
@@ -411,7 +413,7 @@ def write_manifest(t: Topology, expires: str | None = None) -> bytes:
     root = etree.Element(f"{_G}rspec", nsmap=nsmap)  # type: ignore[arg-type]
     root.set(
         f"{{{XSI_NS}}}schemaLocation",
-        f"{GENI_NS} http://www.geni.net/resources/rspec/3/manifest.xsd",
+        f"{GENI_NS} {GENI_MANIFEST_XSD}",
     )
     root.set("type", "manifest")
     if expires:

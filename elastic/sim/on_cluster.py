@@ -5,13 +5,13 @@ What goes where:
 - **Python packages.** The tasks need numpy, pandas and pyarrow at exactly the versions this
   machine runs, so that every number comes out as in a local run. ptc downloads their wheels
   here once (``pip download`` for the head's Python version and architecture, into
-  ``~/.cache/ptc/sim-wheels/DIGEST``), unpacks them on the head into
-  ``/opt/ptc/sim/site-DIGEST`` (the shared /opt/ptc, so every node sees them; DIGEST names the
+  ``~/.cache/ptc/sim-wheels/DIGEST``), unpacks them on the head into ``SIM_SITE_ROOT/site-DIGEST``
+  (``elastic.node_paths``: on the software share, so every node sees them; DIGEST names the
   pinned versions and the Python), and reuses that directory for every later run. Nodes need
   no access to PyPI, no pip and no virtualenv: the tasks put it on ``PYTHONPATH``.
 - **Code and trace.** Each run gets a directory on the shared /home of the cluster user,
   ``/home/USER/ptc-sim/RUN``: this checkout's ``elastic`` package (so the nodes run the code
-  that ran here, whatever commit ``/local/repository`` holds), the trace, and ``job.json``
+  that ran here, whatever commit the node's repository holds), the trace, and ``job.json``
   (the spec and the parts, ``elastic.sim.worker``).
 - **Tasks.** One array task per part (``elastic.sim.parts.split``: blocks of policies x grace
   periods), each on one CPU, writes its samples into ``pieces/`` there.
@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from elastic import paths
+from elastic import node_paths, paths
 from elastic.bench import slurm_job
 from elastic.errors import InputError, PtcError, RemoteError, RemoteTimeout
 from elastic.events import OnEvent, Reporter
@@ -57,7 +57,6 @@ from elastic.sim.worker import JOB_FILE, PIECES, job_document
 # What the tasks import, pinned to the versions installed here (those not installed are left
 # to pip). matplotlib is not among them: plots are drawn here, after the merge.
 RUNTIME_PACKAGES = ("numpy", "pandas", "pyarrow", "python-dateutil", "tzdata", "six")
-SITE_ROOT = "/opt/ptc/sim"
 RUN_ROOT = "ptc-sim"  # under the cluster user's home
 
 
@@ -219,12 +218,12 @@ def ensure_runtime(remote: slurm_job.Remote, on_event: OnEvent | None = None) ->
     version, machine = python
     pins = runtime_pins()
     digest = hashlib.sha256(json.dumps([version, machine, *pins]).encode()).hexdigest()[:12]
-    site = f"{SITE_ROOT}/site-{digest}"
+    site = f"{node_paths.SIM_SITE_ROOT}/site-{digest}"
     if remote.run(f"test -f {site}/.complete && echo yes || echo no").strip() == "yes":
         return Runtime(site, pins, built=False)
     wheels = _download_wheels(version, machine, pins, digest, on_event)
     report.status(f"{remote.host}: unpacking {len(wheels)} wheels into {site}")
-    staging = f"{SITE_ROOT}/.staging-{secrets.token_hex(4)}"
+    staging = f"{node_paths.SIM_SITE_ROOT}/.staging-{secrets.token_hex(4)}"
     unpack = (
         "import glob, sys, zipfile\n"
         "for wheel in sorted(glob.glob(sys.argv[1] + '/*.whl')):\n"

@@ -39,8 +39,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from elastic import node_paths
 from elastic.errors import InputError
-from elastic.manager.workstation import CONTROLLER_GROUP, inventory_groups
+from elastic.manager.workstation import controller
 from elastic.remote import ssh
 
 PARTS: dict[str, str] = {
@@ -64,7 +65,6 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "resume_nodes": ("nodes of the ResumeProgram call that brought this node up", ""),
     "waited_in_queue": ("the node's part waited for another request's slot", ""),
 }
-TIMINGS_FILE = "/var/log/ptc-elastic/resume-timings.jsonl"
 
 
 @dataclass(frozen=True)
@@ -208,14 +208,11 @@ def collect(
     provisions: Sequence[Mapping[str, Any]],
     *,
     since: float = 0.0,
-    timings_file: str = TIMINGS_FILE,
+    timings_file: str = node_paths.RESUME_TIMINGS,
 ) -> list[dict[str, Any]]:
     """The rows of an experiment's jobs that started since ``since`` (epoch), read from its
     Slurm controller over SSH."""
-    controllers = inventory_groups(inventory).get(CONTROLLER_GROUP) or []
-    if not controllers:
-        raise InputError(f"{inventory}: no Slurm controller ({CONTROLLER_GROUP}) to ask")
-    head = controllers[0]
+    head = controller(inventory, "to ask")
     # sacct reads -S in the controller's time zone; the nodes keep UTC, as ptc's images do
     window = datetime.fromtimestamp(max(since, 86400.0), UTC).strftime("%Y-%m-%dT%H:%M:%S")
     sacct = ssh.run(

@@ -47,9 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from elastic import atomic
+from elastic import atomic, node_paths
 from elastic.errors import DeployError, InputError, RemoteError, TaskFailure
 from elastic.remote import ssh
+from elastic.testbed.backends.local import control as testbed_control
 from elastic.testbed.backends.local.control.client import ControlClient, ControlError
 
 NODE_OPERATIONS = ("none", "power", "reload", "release")
@@ -182,15 +183,15 @@ def failed_tasks(output: str) -> list[TaskFailure]:
 class PlaybookProvisioner:
     """Pool nodes that stay up; the resume playbook configures them, power off stops slurmd."""
 
-    playbook_command: tuple[str, ...] = ("/usr/local/sbin/ptc-playbook",)
+    playbook_command: tuple[str, ...] = (node_paths.PLAYBOOK_COMMAND,)
     resume_playbook: str = "elastic-resume.yml"
     fresh_playbook: str = "elastic-provision.yml"
     # ptc-playbook's state on the head: its fact cache and the known_hosts its inventory uses.
-    playbook_state_dir: Path = Path("/var/lib/ptc/ansible")
+    playbook_state_dir: Path = Path(node_paths.PLAYBOOK_STATE_DIR)
     playbook_vars_file: Path | None = None
     playbook_timeout: float = 600.0
-    ssh_key: Path = Path("/root/.ssh/id_ed25519")
-    known_hosts: Path = Path("/var/lib/ptc-elastic/known_hosts")
+    ssh_key: Path = Path(node_paths.MESH_KEY)
+    known_hosts: Path = Path(node_paths.CLIENT_KNOWN_HOSTS)
     ssh_timeout: float = 20.0
     node_operation: str = "none"
     control: PowerControl | None = None
@@ -470,20 +471,27 @@ def replace_host_keys(path: Path, hosts: dict[str, Any]) -> None:
     atomic.write_text(path, "\n".join([*kept, *added]) + "\n")
 
 
+# The client's settings a provisioner takes as they are written, each to its field's type; a
+# setting left out keeps the field's default, so PlaybookProvisioner's defaults are the only ones.
+_SETTINGS: dict[str, Callable[[Any], Any]] = {
+    "resume_playbook": str,
+    "fresh_playbook": str,
+    "playbook_state_dir": Path,
+    "playbook_vars_file": lambda value: Path(value) if value else None,
+    "playbook_timeout": float,
+    "ssh_key": Path,
+    "known_hosts": Path,
+    "ssh_timeout": float,
+}
+
+
 def from_settings(settings: Any) -> PlaybookProvisioner:
     """The provisioner the client's configuration names (``provisioner:
     elastic.slurm.provision:from_settings``); its settings are the extra keys of the file."""
     extra: dict[str, Any] = dict(getattr(settings, "extra", {}) or {})
     known = {
+        *_SETTINGS,
         "playbook_command",
-        "resume_playbook",
-        "fresh_playbook",
-        "playbook_state_dir",
-        "playbook_vars_file",
-        "playbook_timeout",
-        "ssh_key",
-        "known_hosts",
-        "ssh_timeout",
         "node_operation",
         "control_socket",
         "control_credential",
@@ -491,33 +499,22 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
     unknown = sorted(set(extra) - known)
     if unknown:
         raise InputError(f"provisioner: unknown setting {unknown[0]!r} (known: {sorted(known)})")
-    command = extra.get("playbook_command", ["/usr/local/sbin/ptc-playbook"])
+    command = extra.get("playbook_command", list(PlaybookProvisioner.playbook_command))
     if isinstance(command, str):
         command = [command]
     if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
         raise InputError("provisioner: playbook_command: expected a list of strings")
-    operation = str(extra.get("node_operation", "none"))
+    operation = str(extra.get("node_operation", PlaybookProvisioner.node_operation))
     control = None
     if operation != "none":
         control = ControlClient(
-            Path(extra.get("control_socket", "/run/ptc-testbed/api.sock")),
-            Path(extra.get("control_credential", "/run/ptc-testbed/credential")),
+            Path(extra.get("control_socket", testbed_control.SOCKET)),
+            Path(extra.get("control_credential", testbed_control.CREDENTIAL)),
         )
     try:
+        given = {key: convert(extra[key]) for key, convert in _SETTINGS.items() if key in extra}
         return PlaybookProvisioner(
-            playbook_command=tuple(command),
-            resume_playbook=str(extra.get("resume_playbook", "elastic-resume.yml")),
-            fresh_playbook=str(extra.get("fresh_playbook", "elastic-provision.yml")),
-            playbook_state_dir=Path(extra.get("playbook_state_dir", "/var/lib/ptc/ansible")),
-            playbook_vars_file=Path(extra["playbook_vars_file"])
-            if extra.get("playbook_vars_file")
-            else None,
-            playbook_timeout=float(extra.get("playbook_timeout", 600.0)),
-            ssh_key=Path(extra.get("ssh_key", "/root/.ssh/id_ed25519")),
-            known_hosts=Path(extra.get("known_hosts", "/var/lib/ptc-elastic/known_hosts")),
-            ssh_timeout=float(extra.get("ssh_timeout", 20.0)),
-            node_operation=operation,
-            control=control,
+            playbook_command=tuple(command), node_operation=operation, control=control, **given
         )
     except (TypeError, ValueError) as err:
         raise InputError(f"provisioner: {err}") from err

@@ -1,26 +1,27 @@
 """The Slurm client as a service (PV loop + NotifyDeletePending endpoint) and as the programs
 slurmctld runs: ``python -m elastic.slurm {serve|resume|suspend|resume-fail} [HOSTLIST]``.
 
-Configuration (YAML, ``--config``, default ``/etc/ptc-elastic/slurm-client.yml``)::
+Configuration (YAML, ``--config``, default ``elastic.node_paths.SLURM_CLIENT_CONFIG``; the
+elastic role writes it, and the files it names, at the paths of ``elastic.node_paths``)::
 
     manager_url: https://10.10.1.1:8700
-    manager_ca: /etc/ptc-elastic/tls/ca.crt
-    tls: {cert: /etc/ptc-elastic/tls/node.crt, key: /etc/ptc-elastic/tls/node.key}  # to serve
-    token_file: /etc/ptc-elastic/tokens/partition-slurm.token   # root-only
+    manager_ca: ca.crt            # the cluster's CA
+    tls: {cert: node.crt, key: node.key}  # to serve
+    token_file: partition-slurm.token   # root-only
     partition: slurm              # the manager's partition
     slurm_partition: elastic      # whose jobs make the PV (omit: every partition)
     policy: LIFO                  # RANDOM, FIFO, LIFO, PAP, PAP+
     priority_rules: []            # PAP+: ["queue=high:10", "user=alice:5"]
     seed: 0                       # RANDOM
     listen: 10.10.1.1             # the endpoint the manager notifies (LAN address)
-    port: 8701
+    port: 8701                    # default: elastic.wire.CLIENT_PORT
     pv_interval: 30               # T: SetResourceValues every T seconds
     step_interval: 1              # reclamation steps (idle nodes back, requeue at deadline)
     sync_interval: 5              # drain nodes other partitions hold, undrain freed ones
     register_timeout: 0           # resume: wait for slurmd (0: until Slurm's ResumeTimeout)
     requeue_lead: 2
-    log_file: /var/log/ptc-elastic/slurm-hooks.log   # the hooks' log (slurmctld drops output)
-    timings_file: /var/log/ptc-elastic/resume-timings.jsonl  # one JSON line per resume
+    log_file: slurm-hooks.log     # the hooks' log (slurmctld drops output)
+    timings_file: resume-timings.jsonl  # one JSON line per resume
     provisioner: ""               # "module:function" returning a Provisioner; "" = none
     # any other key is the provisioner's (elastic.slurm.provision.from_settings)
 
@@ -51,18 +52,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
+from elastic import node_paths, wire
 from elastic.errors import InputError, PtcError
 from elastic.events import to_logger
 from elastic.lifespan import lifespan_running
 from elastic.manager.client import ManagerClient, read_token
-from elastic.manager.service import check_listen, parse_tls, require_tls
-from elastic.policies import POLICY_NAMES, PriorityRule, make_downscaling_policy, make_policy
+from elastic.manager.service import check_listen, parse_tls, read_mapping, require_tls
+from elastic.policies import (
+    DEFAULT_DOWNSCALING_POLICY,
+    POLICY_NAMES,
+    PriorityRule,
+    make_downscaling_policy,
+    make_policy,
+)
 from elastic.slurm.client import (
     ClientConfig,
     HookResult,
@@ -75,7 +82,6 @@ from elastic.slurm.rebalance import run_round
 from elastic.slurm.sites import load_sites
 
 log = logging.getLogger("ptc.elastic.slurm")
-NOTIFY_PATH = "/v1/notify-delete-pending"
 
 
 @dataclass(frozen=True)
@@ -83,18 +89,18 @@ class SlurmClientSettings:
     manager_url: str
     token_file: Path
     manager_ca: Path | None = None  # the cluster's CA, which the managers' certificates verify to
-    partition: str = "slurm"
-    slurm_partition: str | None = None
+    partition: str = ClientConfig.partition
+    slurm_partition: str | None = ClientConfig.slurm_partition
     policy: str = "LIFO"
     priority_rules: tuple[str, ...] = ()
     seed: int = 0
     listen: str = "127.0.0.1"
-    port: int = 8701
+    port: int = wire.CLIENT_PORT
     pv_interval: float = 30.0
     step_interval: float = 1.0
     sync_interval: float = 5.0
-    register_timeout: float = 0.0
-    requeue_lead: float = 2.0
+    register_timeout: float = ClientConfig.register_timeout
+    requeue_lead: float = ClientConfig.requeue_lead
     log_file: Path | None = None
     timings_file: Path | None = None
     provisioner: str = ""
@@ -103,20 +109,15 @@ class SlurmClientSettings:
 
     @classmethod
     def load(cls, path: Path) -> SlurmClientSettings:
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise InputError(f"{path}: cannot read the Slurm client configuration: {err}") from err
-        if not isinstance(raw, dict):
-            raise InputError(f"{path}: expected a mapping")
+        raw = read_mapping(path, "the Slurm client configuration")
         known = set(cls.__dataclass_fields__) - {"extra"}
         for key in ("manager_url", "token_file"):
             if key not in raw:
                 raise InputError(f"{path}: {key}: missing")
         extra = {k: raw.pop(k) for k in list(raw) if k not in known}
-        if str(raw.get("policy", "LIFO")).upper() not in POLICY_NAMES:
+        if str(raw.get("policy", cls.policy)).upper() not in POLICY_NAMES:
             raise InputError(f"{path}: policy: {raw['policy']!r}; choose from {POLICY_NAMES}")
-        check_listen(str(raw.get("listen", "127.0.0.1")), f"{path}: listen")
+        check_listen(str(raw.get("listen", cls.listen)), f"{path}: listen")
         raw["token_file"] = Path(raw["token_file"])
         for key in ("log_file", "timings_file", "manager_ca"):
             if raw.get(key):
@@ -233,7 +234,7 @@ def create_app(
     def health() -> dict[str, bool]:
         return {"ok": True}
 
-    @app.post(NOTIFY_PATH, dependencies=[Depends(check)])
+    @app.post(wire.NOTIFY_PATH, dependencies=[Depends(check)])
     def notify(payload: DeletePending) -> dict[str, bool]:
         client.notified(payload.model_dump())
         return {"ok": True}
@@ -318,13 +319,15 @@ def _rebalance(sites_file: Path | None, policy_name: str, log_file: Path | None)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elastic.slurm")
-    parser.add_argument("--config", type=Path, default=Path("/etc/ptc-elastic/slurm-client.yml"))
+    parser.add_argument("--config", type=Path, default=Path(node_paths.SLURM_CLIENT_CONFIG))
     parser.add_argument(
         "action", choices=["serve", "resume", "suspend", "resume-fail", "rebalance"]
     )
     parser.add_argument("hostlist", nargs="?", default="")
     parser.add_argument("--sites", type=Path, help="rebalance: the sites file")
-    parser.add_argument("--policy", default="FO", help="rebalance: OI, FO or AP-X")
+    parser.add_argument(
+        "--policy", default=DEFAULT_DOWNSCALING_POLICY, help="rebalance: OI, FO or AP-X"
+    )
     parser.add_argument("--log", type=Path, help="rebalance: append each round's report here")
     parser.add_argument(
         "--every", type=float, default=0.0, help="rebalance: a round every SECONDS (0: once)"

@@ -3,7 +3,7 @@
 The sites file is the workstation's: it goes to the head under a name of its own, the round
 runs there with it (``python -m elastic.slurm rebalance``, the same program a timer on the head
 runs), and only a round that accepted it makes it the head's current sites file
-(``SITES_FILE``). A file the round refuses is taken away again, and its error names the
+(``elastic.node_paths.SITES_FILE``). A file the round refuses is taken away again, and its error names the
 workstation's file and the field, so a bad file never replaces a good one.
 """
 
@@ -15,16 +15,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from elastic import node_paths
 from elastic.errors import InputError, PtcError
-from elastic.manager.workstation import CONTROLLER_GROUP, inventory_groups
+from elastic.manager.workstation import controller
 from elastic.policies.downscaling import make_downscaling_policy
 from elastic.remote import ssh
 
-CONFIG_DIR = "/etc/ptc-elastic"
-SITES_FILE = f"{CONFIG_DIR}/sites.yml"
-LOG_FILE = "/var/log/ptc-elastic/rebalance.jsonl"
-VENV = "/opt/ptc-elastic/venv"
-REPOSITORY = "/local/repository"
 # A round waits for Slurm to power each terminated node down: minutes at most.
 TIMEOUT_S = 900.0
 
@@ -44,19 +40,21 @@ def rebalance(inventory: Path, ssh_config: Path, sites: Path, policy: str) -> di
         text = sites.read_text(encoding="utf-8")
     except OSError as err:
         raise InputError(f"--sites {sites}: cannot read it ({err.strerror})") from err
-    head = _controller(inventory)
+    head = controller(inventory, "to run it on")
     # a name of its own: two operators' rounds at once do not take each other's file
-    staged = f"{CONFIG_DIR}/.sites-{uuid.uuid4().hex[:12]}.yml"
+    config_dir = node_paths.ELASTIC_CONFIG_DIR
+    staged = f"{config_dir}/.sites-{uuid.uuid4().hex[:12]}.yml"
     ssh.run(
         ssh_config,
         head,
-        f"install -d -m 0755 {CONFIG_DIR} && cat > {staged}.part && mv -f {staged}.part {staged}",
+        f"install -d -m 0755 {config_dir} && cat > {staged}.part && mv -f {staged}.part {staged}",
         stdin=text,
         timeout=60,
     )
     program = (
-        f"cd / && PYTHONPATH={REPOSITORY} {VENV}/bin/python -m elastic.slurm rebalance "
-        f"--sites {staged} --policy {shlex.quote(policy)} --log {LOG_FILE}"
+        f"cd / && PYTHONPATH={node_paths.REPOSITORY} {node_paths.ELASTIC_VENV}/bin/python "
+        f"-m elastic.slurm rebalance --sites {staged} --policy {shlex.quote(policy)} "
+        f"--log {node_paths.REBALANCE_LOG}"
     )
     done = ssh.execute(ssh_config, head, program, timeout=TIMEOUT_S)
     if done.returncode != 0:  # the head keeps its current file, and no stray copy
@@ -67,16 +65,9 @@ def rebalance(inventory: Path, ssh_config: Path, sites: Path, policy: str) -> di
     if done.returncode != 0:
         tail = " | ".join((done.error_text or done.text).strip().splitlines()[-3:])
         raise RoundFailed(f"{head}: the rebalancing round failed (exit {done.returncode}): {tail}")
-    ssh.run(ssh_config, head, f"mv -f {staged} {SITES_FILE}", timeout=60)
+    ssh.run(ssh_config, head, f"mv -f {staged} {node_paths.SITES_FILE}", timeout=60)
     try:
         report: dict[str, Any] = json.loads(done.text.strip().splitlines()[-1])
     except (ValueError, IndexError) as err:
         raise RoundFailed(f"{head}: the round's report is not JSON: {done.text[-300:]!r}") from err
     return report
-
-
-def _controller(inventory: Path) -> str:
-    controllers = inventory_groups(inventory).get(CONTROLLER_GROUP) or []
-    if not controllers:
-        raise InputError(f"{inventory}: no Slurm controller ({CONTROLLER_GROUP}) to run it on")
-    return controllers[0]

@@ -13,7 +13,7 @@ Layout of ``$PTC_HOME/experiments/NAME/``::
     shared/           (local testbed) the directory every node shares as /home and /opt/ptc
     nodes/NODE/       (local testbed) what the host keeps per node: geni-get data, blockstores
     control/          (local testbed) the control service's socket and credential: every node
-                      mounts it at /run/ptc-testbed
+                      mounts it (at the control package's MOUNT)
     control-service/  (local testbed) the control service's journal, pid file and log: no node
                       mounts it
     power-holds/      a file per process that needs the nodes up: powering off waits for none
@@ -28,12 +28,32 @@ import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from elastic import atomic, paths
 from elastic.errors import InputError, NotFoundError, PtcError
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+RECORD = "experiment.json"
+
+
+class State(StrEnum):
+    """Where an experiment is in its life; its record on disk holds the value.
+
+    ``creating`` (`ptc up`) -> ``ready``, or ``failed`` when an `up` could not clean up after
+    itself. A ready experiment is ``modifying`` while its nodes change (`ptc modify`, a
+    replace, a release or an allocation) and ``ready`` again after, whether the change worked
+    or not. ``deleting``: `ptc down` has begun. Only a ready experiment is changed or deployed;
+    `ptc down` takes any.
+    """
+
+    CREATING = "creating"
+    READY = "ready"
+    MODIFYING = "modifying"
+    DELETING = "deleting"
+    FAILED = "failed"
 
 
 @dataclass
@@ -44,7 +64,7 @@ class Experiment:
     params: dict[str, str] = field(default_factory=dict)
     site: str | None = None
     created: float = field(default_factory=time.time)
-    state: str = "creating"  # creating -> ready | failed; deleting
+    state: State = State.CREATING
     # Adopted: the nodes were made elsewhere (the portal) and ptc only reads their manifest, so
     # `ptc down` forgets the experiment and never deletes a sliver it did not create.
     adopted: bool = False
@@ -121,11 +141,36 @@ class Experiment:
     def loans_path(self) -> Path:
         return self.dir / "loans.json"
 
+    def __post_init__(self) -> None:
+        self.state = State(self.state)  # a record's string, or a caller's, is a State
+
+    @property
+    def record_path(self) -> Path:
+        return self.dir / RECORD
+
     def node_dir(self, node: str) -> Path:
         return self.dir / "nodes" / node
 
     def save(self) -> None:
-        atomic.write_json(self.dir / "experiment.json", asdict(self))
+        # A StrEnum is written as its string: records stay readable by older versions.
+        atomic.write_json(self.record_path, asdict(self))
+
+    def require_ready(self, prefix: str = "") -> None:
+        """Refuse to act on an experiment that is not ``ready`` (``prefix``: what was asked,
+        in front of the message)."""
+        if self.state != State.READY:
+            raise InputError(
+                f"{prefix}experiment {self.name!r} is {self.state}, not ready: "
+                f"`ptc status {self.name}`"
+            )
+
+    def require_inventory(self) -> Path:
+        """The inventory's hosts.yml; an error saying how to make it when there is none."""
+        if not self.inventory_path.is_file():
+            raise NotFoundError(
+                f"experiment {self.name!r} has no inventory yet: run `ptc inventory {self.name}`"
+            )
+        return self.inventory_path
 
     def manifest(self) -> bytes:
         if not self.manifest_path.exists():
@@ -146,17 +191,24 @@ def known() -> list[str]:
     root = paths.experiments_dir()
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "experiment.json").is_file())
+    return sorted(p.name for p in root.iterdir() if (p / RECORD).is_file())
 
 
 def load(name: str) -> Experiment:
-    path = paths.experiments_dir() / name / "experiment.json"
+    path = paths.experiments_dir() / name / RECORD
     if not path.is_file():
         names = ", ".join(known()) or "none"
         raise NotFoundError(f"unknown experiment {name!r} (experiments: {names})")
-    data = json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
+    try:
+        State(data.get("state", State.CREATING))
+    except ValueError:
+        raise PtcError(
+            f"{path}: field 'state': {data['state']!r} is not an experiment state "
+            f"(one of {', '.join(State)})"
+        ) from None
     return Experiment(**data)
 
 
 def exists(name: str) -> bool:
-    return (paths.experiments_dir() / name / "experiment.json").is_file()
+    return (paths.experiments_dir() / name / RECORD).is_file()

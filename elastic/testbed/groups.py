@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import shlex
 
+from elastic import cluster_groups as g
+from elastic import node_paths
 from elastic.errors import InputError
 from elastic.profile.topology import Node
 
 # group -> what a member does. Keep in step with site.yml (tests/unit/testbed/test_groups.py).
+# The names are elastic.cluster_groups', where every layer finds them.
 KNOWN_GROUPS: dict[str, str] = {
-    "slurm_controller": "runs slurmctld",
-    "slurm_dbd": "runs slurmdbd and its MariaDB",
-    "slurm_compute": "runs slurmd and the jobs",
-    "nfs_server": "exports /home and /opt/ptc",
-    "nfs_client": "mounts the shares of the nfs_server",
-    "config_server": "a member of the configuration server; runs the elastic manager",
+    g.SLURM_CONTROLLER: "runs slurmctld",
+    g.SLURM_DBD: "runs slurmdbd and its MariaDB",
+    g.SLURM_COMPUTE: "runs slurmd and the jobs",
+    g.NFS_SERVER: f"exports /home and {node_paths.SHARED_SOFTWARE}",
+    g.NFS_CLIENT: f"mounts the shares of the {g.NFS_SERVER}",
+    g.CONFIG_SERVER: "a member of the configuration server; runs the elastic manager",
 }
 
 STARTUP_SCRIPT = "startup.sh"

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from elastic import atomic, paths
+from elastic import atomic, cluster_groups, paths
 from elastic.errors import InputError
 from elastic.profile.topology import Login, Node, Topology
 from elastic.testbed.groups import KNOWN_GROUPS, node_groups
@@ -283,7 +283,7 @@ def _inventory(
         ),
     }
     # The cluster's LAN: the controller's first one (any node's, without a controller).
-    controllers = groups.get("slurm_controller", [])
+    controllers = groups.get(cluster_groups.SLURM_CONTROLLER, [])
     anchor = next((n for n in hosts if n.client_id in controllers), None)
     for node in [anchor] if anchor else hosts:
         subnet = _first_lan(node, link_of)

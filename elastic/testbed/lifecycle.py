@@ -6,9 +6,10 @@ built from that manifest alone, so the local and CloudLab paths share all downst
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from elastic.testbed import change as changes
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.base import Backend
 from elastic.testbed.change import Change
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 
 def backend_for(exp: Experiment, on_event: OnEvent | None = None) -> Backend:
@@ -86,7 +87,7 @@ def up(
         except BaseException as failure:
             _discard(exp, backend, failure)
             raise
-    exp.state = "ready"
+    exp.state = State.READY
     exp.save()
     backend.start_services(exp)
     return exp
@@ -112,7 +113,7 @@ def modify(
             f"nodes: use the portal's Modify, save the new manifest, then "
             f"`ptc adopt {name} --manifest FILE --key KEY --replace`"
         )
-    _require_ready(exp)
+    exp.require_ready()
     target = replace(exp, params=render.merge_params(exp.params, params))
     profile = _profile_of(exp)
     report.status(f"render {profile} {' '.join(f'{k}={v}' for k, v in target.params.items())}")
@@ -127,15 +128,8 @@ def modify(
 
     backend = backend_for(exp, on_event)
     backend.preflight()
-    with backend.reserved(name, [n.client_id for n in change.added]):
-        exp.state = "modifying"  # if ptc dies here, `ptc status` says so; `ptc down` still works
-        exp.save()
-        try:
-            manifest_xml = backend.modify(target, request, change)
-        except BaseException:
-            exp.state = "ready"
-            exp.save()
-            raise
+    with backend.reserved(name, [n.client_id for n in change.added]), _modifying(exp):
+        manifest_xml = backend.modify(target, request, change)
     atomic.write_bytes(exp.request_path, request_xml)
     atomic.write_bytes(exp.manifest_path, manifest_xml)
     target.save()
@@ -162,7 +156,7 @@ def replace_nodes_of(
             f"experiment {name!r} was adopted from a saved manifest: reload the nodes in the "
             f"portal, then `ptc deploy {name}`"
         )
-    _require_ready(exp)
+    exp.require_ready()
     if not nodes:
         raise InputError("name the nodes to replace, e.g. `ptc replace NAME head`")
     manifest = rspec.parse_manifest(exp.manifest())
@@ -180,20 +174,14 @@ def replace_nodes_of(
     backend.preflight()
     report.status(f"{name}: replacing {', '.join(nodes)}")
     # The replaced nodes keep their machines while they are made again; a missing one needs one.
-    with backend.reserved(name, nodes):
-        exp.state = "modifying"
-        exp.save()
+    with backend.reserved(name, nodes), _modifying(exp, ready_after=True):
         # A fresh node has a new host key: forgotten here on purpose, and said so. A backend
         # that pins keys pins the new ones as it makes the nodes, so the old ones go first.
         pins = backend.capabilities.pins_host_keys
         if pins:
             _forget_host_keys(exp, old_logins)
-        try:
-            manifest_xml = backend.replace_nodes(exp, request, sorted(set(nodes)))
-            atomic.write_bytes(exp.manifest_path, manifest_xml)
-        finally:
-            exp.state = "ready"
-            exp.save()
+        manifest_xml = backend.replace_nodes(exp, request, sorted(set(nodes)))
+        atomic.write_bytes(exp.manifest_path, manifest_xml)
     fresh = [n.login for n in rspec.parse_manifest(manifest_xml).nodes if n.client_id in nodes]
     if not pins:
         _forget_host_keys(exp, [lg for lg in [*old_logins, *fresh] if lg is not None])
@@ -216,7 +204,7 @@ def release_nodes_of(
     gives the machines back while the nodes are idle; they stay its nodes (``parked``), which
     it allocates again for a job, and so does a deploy."""
     report = Reporter("release", on_event)
-    _require_ready(exp)
+    exp.require_ready()
     manifest = rspec.parse_manifest(exp.manifest())
     known = [n.client_id for n in manifest.nodes]
     if unknown := [n for n in nodes if n not in known]:
@@ -242,14 +230,9 @@ def release_nodes_of(
     backend = backend_for(exp, on_event)
     backend.preflight()
     report.status(f"{exp.name}: releasing {', '.join(chosen)}")
-    exp.state = "modifying"
-    exp.save()
-    try:
+    with _modifying(exp, ready_after=True):
         manifest_xml = backend.release(exp, chosen)
         atomic.write_bytes(exp.manifest_path, manifest_xml)
-    finally:
-        exp.state = "ready"
-        exp.save()
     _forget_host_keys(exp, old_logins)
     # A profile node is remembered as released; a copy has nothing left to remember.
     profile_nodes = [n for n in chosen if n not in exp.clones and n not in exp.released]
@@ -285,7 +268,7 @@ def allocate_nodes_of(
     a new node, a copy of the experiment's node ``like``, recorded so that a later `ptc modify`
     or `ptc replace` keeps it."""
     report = Reporter("allocate", on_event)
-    _require_ready(exp)
+    exp.require_ready()
     if not nodes:
         raise InputError(f"allocate: name the nodes to bring into {exp.name!r}")
     chosen = list(dict.fromkeys(nodes))
@@ -330,28 +313,32 @@ def allocate_nodes_of(
     backend.preflight()
     report.status(f"{exp.name}: allocating {', '.join(chosen)}")
     # Refused here, before anything is made, when the testbed has too few free machines.
-    with backend.reserved(exp.name, chosen):
-        exp.state = "modifying"
-        exp.save()
-        try:
-            manifest_xml = backend.allocate(target, request, chosen)
-        except BaseException:
-            exp.state = "ready"
-            exp.save()
-            raise
+    with backend.reserved(exp.name, chosen), _modifying(exp):
+        manifest_xml = backend.allocate(target, request, chosen)
     atomic.write_bytes(exp.manifest_path, manifest_xml)
-    target.state = "ready"
+    target.state = State.READY
     target.save()
     _forget_facts(target, chosen)
     write_inventory(target)
     return target
 
 
-def _require_ready(exp: Experiment) -> None:
-    if exp.state != "ready":
-        raise InputError(
-            f"experiment {exp.name!r} is {exp.state}, not ready: `ptc status {exp.name}`"
-        )
+@contextlib.contextmanager
+def _modifying(exp: Experiment, *, ready_after: bool = False) -> Iterator[None]:
+    """``exp`` is ``modifying`` on disk while the block changes its nodes: if ptc dies there,
+    `ptc status` says so, and `ptc down` still works. A block that fails leaves it ready again;
+    one that succeeds, only with ``ready_after`` (else the caller saves the changed record)."""
+    exp.state = State.MODIFYING
+    exp.save()
+    try:
+        yield
+    except BaseException:
+        exp.state = State.READY
+        exp.save()
+        raise
+    if ready_after:
+        exp.state = State.READY
+        exp.save()
 
 
 def _profile_of(exp: Experiment) -> Path:
@@ -438,7 +425,7 @@ def adopt(
     exp.key_path.unlink(missing_ok=True)
     exp.key_path.symlink_to(key.resolve())
     atomic.write_bytes(exp.manifest_path, manifest_xml)
-    exp.state = "ready"
+    exp.state = State.READY
     exp.save()
     write_inventory(exp, user=user, groups=groups)
     return exp
@@ -472,7 +459,7 @@ def down(name: str, on_event: OnEvent | None = None) -> None:
         )
         shutil.rmtree(exp.dir)
         return
-    exp.state = "deleting"
+    exp.state = State.DELETING
     exp.save()
     backend = backend_for(exp, on_event)
     backend.stop_services(exp)
@@ -485,7 +472,7 @@ def _discard(exp: Experiment, backend: Backend, failure: BaseException) -> None:
     try:
         backend.delete(exp)
     except Exception as err:
-        exp.state = "failed"
+        exp.state = State.FAILED
         exp.save()
         failure.add_note(f"cleaning up also failed ({err}); retry with `ptc down {exp.name}`")
         return

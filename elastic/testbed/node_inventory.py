@@ -6,9 +6,11 @@ every node; the inventory reaches the other nodes over the experiment LAN as roo
 key mesh the profile's startup script installed. Which testbed's group_vars apply is read from
 the manifest's component manager.
 
-    python3 -m elastic.testbed.node_inventory --out /var/lib/ptc/ansible/inventory
+    python3 -m elastic.testbed.node_inventory --out PLAYBOOK_STATE_DIR/inventory
 
-Runs with Debian's python3, python3-lxml and python3-yaml: nothing else from ptc's virtualenv.
+(``PLAYBOOK_STATE_DIR``: ``elastic.node_paths``, where the ansible_controller role keeps
+ptc-playbook's state.) Runs with Debian's python3, python3-lxml and python3-yaml: nothing else
+from ptc's virtualenv.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from elastic import node_paths
 from elastic.errors import PtcError, TestbedError
 from elastic.profile import rspec
 from elastic.profile.topology import Topology
 from elastic.testbed.backends.local import DOMAIN as LOCAL_DOMAIN
 from elastic.testbed.inventory import Reach, build_inventory
 
-DEFAULT_KEY = Path("/root/.ssh/id_ed25519")
+DEFAULT_KEY = Path(node_paths.MESH_KEY)
 
 
 def testbed_of(manifest: Topology) -> str:

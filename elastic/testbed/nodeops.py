@@ -180,11 +180,7 @@ def _usable(exp: Experiment, operation: str) -> None:
             f"{operation}: experiment {exp.name!r} was adopted from a saved manifest, so ptc "
             "cannot act on its nodes: use the portal"
         )
-    if exp.state != "ready":
-        raise InputError(
-            f"{operation}: experiment {exp.name!r} is {exp.state}, not ready: "
-            f"`ptc status {exp.name}`"
-        )
+    exp.require_ready(f"{operation}: ")
 
 
 def _end(report: Reporter, started: float, nodes: list[str]) -> None:

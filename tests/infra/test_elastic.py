@@ -13,18 +13,18 @@ import yaml
 from conftest import group, name_of, require_group, variables
 from testinfra.host import Host
 
-CONFIG_DIR = "/etc/ptc-elastic"
-TOKENS = f"{CONFIG_DIR}/tokens"
-LOGS = "/var/log/ptc-elastic"
-TLS = f"{CONFIG_DIR}/tls"
+from elastic import node_paths, wire
+from elastic.cluster_groups import CONFIG_SERVER, SLURM_CONTROLLER
+
+CONFIG_DIR = node_paths.ELASTIC_CONFIG_DIR
+TOKENS = node_paths.ELASTIC_TOKENS_DIR
+LOGS = node_paths.ELASTIC_LOG_DIR
 UNITS = ("ptc-elastic-manager", "ptc-elastic-slurm-client")
 
 
 def _first(host: Host, group_name: str) -> str:
     members = (
-        sorted(group(host, group_name))
-        if group_name == "config_server"
-        else group(host, group_name)
+        sorted(group(host, group_name)) if group_name == CONFIG_SERVER else group(host, group_name)
     )
     return members[0] if members else ""
 
@@ -34,18 +34,18 @@ def require_elastic(host: Host, role_group: str) -> None:
     configuration-server host, the Slurm client on the first controller), and it is deployed."""
     require_group(host, role_group)
     me = name_of(host)
-    if role_group != "config_server" and me != _first(host, role_group):
+    if role_group != CONFIG_SERVER and me != _first(host, role_group):
         pytest.skip(f"{me} is not the first host of {role_group}")
     if not host.file(
-        f"{CONFIG_DIR}/slurm-client.yml"
-        if role_group == "slurm_controller"
-        else f"{CONFIG_DIR}/manager.yml"
+        node_paths.SLURM_CLIENT_CONFIG
+        if role_group == SLURM_CONTROLLER
+        else node_paths.MANAGER_CONFIG
     ).exists:
         pytest.skip(f"{me}: elastic partitions are not deployed (no {CONFIG_DIR})")
 
 
 def manager_config(host: Host) -> dict[str, Any]:
-    conf = yaml.safe_load(host.file(f"{CONFIG_DIR}/manager.yml").content_string) or {}
+    conf = yaml.safe_load(host.file(node_paths.MANAGER_CONFIG).content_string) or {}
     assert isinstance(conf, dict)
     return conf
 
@@ -60,7 +60,7 @@ def _get(url: str, ca: str | None) -> str:
 
 
 def health_of(host: Host, url: str) -> dict[str, object]:
-    out = host.run(_get(f"{url}/v1/health", f"{TLS}/ca.crt"))
+    out = host.run(_get(f"{url}/v1/health", node_paths.ELASTIC_CA))
     assert out.rc == 0, f"{name_of(host)}: {url}/v1/health did not answer: {out.stderr.strip()}"
     found = json.loads(out.stdout)
     assert isinstance(found, dict)
@@ -72,8 +72,8 @@ def lan_address(host: Host) -> str:
 
 
 @pytest.mark.parametrize(("unit", "role_group", "port"), [
-    ("ptc-elastic-manager", "config_server", 8700),
-    ("ptc-elastic-slurm-client", "slurm_controller", 8701),
+    ("ptc-elastic-manager", CONFIG_SERVER, wire.MANAGER_PORT),
+    ("ptc-elastic-slurm-client", SLURM_CONTROLLER, wire.CLIENT_PORT),
 ])  # fmt: skip
 def test_service_runs_on_the_lan_address_only(
     host: Host, unit: str, role_group: str, port: int
@@ -93,14 +93,14 @@ def test_service_runs_on_the_lan_address_only(
 
 
 def test_manager_answers_on_the_lan(host: Host) -> None:
-    require_elastic(host, "config_server")
-    health = health_of(host, f"https://{lan_address(host)}:8700")
+    require_elastic(host, CONFIG_SERVER)
+    health = health_of(host, f"https://{lan_address(host)}:{wire.MANAGER_PORT}")
     assert health.get("ok") is True, f"{name_of(host)}: the manager is not healthy: {health}"
 
 
 @pytest.mark.parametrize(("role_group", "port"), [
-    ("config_server", 8700),  # the manager
-    ("slurm_controller", 8701),  # the Slurm client's NotifyDeletePending endpoint
+    (CONFIG_SERVER, wire.MANAGER_PORT),  # the manager
+    (SLURM_CONTROLLER, wire.CLIENT_PORT),  # the Slurm client's NotifyDeletePending endpoint
 ])  # fmt: skip
 def test_the_services_speak_tls_only(host: Host, role_group: str, port: int) -> None:
     """Plain HTTP is refused; a client that does not trust the cluster's CA is refused; the
@@ -115,26 +115,26 @@ def test_the_services_speak_tls_only(host: Host, role_group: str, port: int) -> 
         f"{me}: a client without the cluster's CA was not refused on port {port}: "
         f"{untrusting.stderr.strip()[-300:]}"
     )
-    trusting = host.run(_get(f"https://{address}:{port}/v1/health", f"{TLS}/ca.crt"))
+    trusting = host.run(_get(f"https://{address}:{port}/v1/health", node_paths.ELASTIC_CA))
     assert trusting.rc == 0, f"{me}: port {port} did not answer HTTPS: {trusting.stderr[-300:]}"
-    key = host.file(f"{TLS}/node.key")
+    key = host.file(node_paths.ELASTIC_NODE_KEY)
     assert key.user == "root" and key.mode == 0o600, (
-        f"{me}: {TLS}/node.key is not root's alone (mode {oct(key.mode)})"
+        f"{me}: {node_paths.ELASTIC_NODE_KEY} is not root's alone (mode {oct(key.mode)})"
     )
 
 
 def test_every_manager_knows_one_and_the_same_active_manager(host: Host) -> None:
     """Every member's manager answers; exactly one is active, and every one names it."""
-    require_elastic(host, "config_server")
+    require_elastic(host, CONFIG_SERVER)
     me = name_of(host)
     conf = manager_config(host)
     peers = [str(u) for u in conf.get("peers") or []]
-    members = group(host, "config_server")
+    members = group(host, CONFIG_SERVER)
     if conf.get("store"):
         assert len(peers) == len(members), (
             f"{me}: the managers' configuration lists {peers}, not one per member of {members}"
         )
-    mine = f"https://{lan_address(host)}:8700"
+    mine = f"https://{lan_address(host)}:{wire.MANAGER_PORT}"
     assert mine in peers, f"{me}: its own manager {mine} is not among the peers {peers}"
     health = {url: health_of(host, url) for url in peers}
     active = [url for url, h in health.items() if h.get("active")]
@@ -146,17 +146,17 @@ def test_every_manager_knows_one_and_the_same_active_manager(host: Host) -> None
 
 
 def test_the_slurm_client_is_given_every_manager(host: Host) -> None:
-    require_elastic(host, "slurm_controller")
-    conf = yaml.safe_load(host.file(f"{CONFIG_DIR}/slurm-client.yml").content_string) or {}
+    require_elastic(host, SLURM_CONTROLLER)
+    conf = yaml.safe_load(host.file(node_paths.SLURM_CLIENT_CONFIG).content_string) or {}
     given = sorted(u for u in str(conf.get("manager_url", "")).split(",") if u)
-    members = group(host, "config_server")
+    members = group(host, CONFIG_SERVER)
     assert len(given) == len(members), (
         f"{name_of(host)}: the Slurm client is given {given}, not every manager of {members}"
     )
 
 
 def test_tokens_are_root_only(host: Host) -> None:
-    require_elastic(host, "config_server")
+    require_elastic(host, CONFIG_SERVER)
     me = name_of(host)
     directory = host.file(TOKENS)
     assert directory.is_directory and directory.user == "root" and directory.mode == 0o700, (
@@ -174,12 +174,12 @@ def test_tokens_are_root_only(host: Host) -> None:
 
 
 def test_tokens_are_in_no_log(host: Host) -> None:
-    require_elastic(host, "config_server")
+    require_elastic(host, CONFIG_SERVER)
     me = name_of(host)
     # grep reads the tokens from their files: no token on a command line either.
     sources = [
         f"journalctl --no-pager -u {UNITS[0]} -u {UNITS[1]} -u slurmctld",
-        f"cat {LOGS}/* /var/log/slurm/*.log /var/lib/ptc/ansible/ansible.log 2>/dev/null",
+        f"cat {LOGS}/* /var/log/slurm/*.log {node_paths.PLAYBOOK_STATE_DIR}/ansible.log 2>/dev/null",
     ]
     for source in sources:
         found = host.run(f"{source} | grep -c -F -f <(cat {TOKENS}/*.token)", shell="bash")
@@ -188,7 +188,7 @@ def test_tokens_are_in_no_log(host: Host) -> None:
 
 
 def test_programs_slurmctld_runs_are_installed(host: Host) -> None:
-    require_elastic(host, "slurm_controller")
+    require_elastic(host, SLURM_CONTROLLER)
     me = name_of(host)
     conf = host.file("/etc/slurm/slurm.conf").content_string
     for key, program in (
@@ -210,7 +210,7 @@ def test_programs_slurmctld_runs_are_installed(host: Host) -> None:
 
 
 def test_pool_nodes_are_cloud_nodes(host: Host) -> None:
-    require_elastic(host, "slurm_controller")
+    require_elastic(host, SLURM_CONTROLLER)
     conf = host.file("/etc/slurm/slurm.conf").content_string
     nodes = [line for line in conf.splitlines() if line.startswith("NodeName=")]
     assert nodes and all("State=CLOUD" in line for line in nodes), (

@@ -14,8 +14,10 @@ import pytest
 from conftest import cluster_var, name_of, require_group
 from testinfra.host import Host
 
-DEFAULT_PREFIX = "/opt/ptc/hpgmg/a93ff2376fbc"
-SHARE = "/opt/ptc"
+from elastic import node_paths
+
+DEFAULT_PREFIX = node_paths.HPGMG_PREFIX
+SHARE = node_paths.SHARED_SOFTWARE
 
 
 def prefix(host: Host) -> str:

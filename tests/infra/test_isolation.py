@@ -3,7 +3,8 @@ devices, other experiments, or the host's ptc state beyond the mounts the testbe
 
 Local testbed only (on CloudLab a node is the whole machine). These checks run on the host
 that runs the testbed, so they compare what the node sees with the host's own view. Each
-fails on a ``--privileged`` node (README, "What a node may do on the host").
+fails on a ``--privileged`` node: they hold the testbed to what docs/security.md, "Node isolation
+on the local testbed", promises users.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ FORBIDDEN_CAPS = {
 }
 # The character devices podman gives every container; none is a host device.
 POD_DEVICES = {"null", "zero", "full", "random", "urandom", "tty", "console", "ptmx"}
-# Where the testbed mounts host directories into a node, on purpose (README, "The local
-# testbed"); podman's own bind mounts (hostname, resolv.conf, .containerenv) come from its
+# Where the testbed mounts host directories into a node, on purpose: the mounts users are told
+# of (docs/local-testbed.md, "What an experiment is made of"; the control service's in
+# docs/node-operations.md). Written out here rather than
+# taken from the backend, so that a mount added there fails this check until it is reviewed
+# and documented. podman's own bind mounts (hostname, resolv.conf, .containerenv) come from its
 # storage. A blockstore's mount point is whatever the profile names, from the node's own
 # directory.
 DOCUMENTED_MOUNTS = {

@@ -9,7 +9,12 @@ import pytest
 from conftest import cluster_var, group, name_of, require_group, variables
 from testinfra.host import Host
 
-DEFAULT_SHARES = [{"name": "home", "path": "/home"}, {"name": "opt-ptc", "path": "/opt/ptc"}]
+from elastic import node_paths
+
+DEFAULT_SHARES = [
+    {"name": "home", "path": "/home"},
+    {"name": "opt-ptc", "path": node_paths.SHARED_SOFTWARE},
+]
 
 
 def shares(host: Host) -> list[dict[str, str]]:

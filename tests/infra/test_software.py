@@ -5,6 +5,8 @@ from __future__ import annotations
 from conftest import cluster_var, name_of, require_group
 from testinfra.host import Host
 
+from elastic import node_paths
+
 
 def test_mpirun_present(host: Host) -> None:
     require_group(host, "slurm_compute", "slurm_controller")
@@ -16,7 +18,7 @@ def test_hpcc_runs(host: Host) -> None:
     """One-rank HPCC on a tiny input, as the cluster user, must finish all its tests."""
     require_group(host, "slurm_compute")
     user = cluster_var(host, "common_cluster_user", "ptc")
-    prefix = cluster_var(host, "hpcc_prefix", "/opt/ptc/bench/hpcc")
+    prefix = cluster_var(host, "hpcc_prefix", node_paths.HPCC_PREFIX)
     script = (
         "set -e; d=$(mktemp -d); cd $d; "
         f"cp {prefix}/hpccinf-smoke.txt hpccinf.txt; "

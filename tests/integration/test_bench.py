@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from elastic import node_paths
 from elastic.bench import campaign as campaigns
 from elastic.bench import dataset, hpgmg, slurm_job, spec
 from elastic.deploy import verify as verifier
@@ -52,7 +53,7 @@ pytestmark = [
     # A mark, not a fixture's skip: that would come after the shared cluster was made.
     pytest.mark.skipif(not EXPECTED_MIRROR and not MIRROR.is_file(), reason=NO_MIRROR),
 ]
-PREFIX = "/opt/ptc/hpgmg/a93ff2376fbc"
+PREFIX = node_paths.HPGMG_PREFIX
 USER = "ptc"
 WORK = f"/home/{USER}/ptc-tests/bench"
 

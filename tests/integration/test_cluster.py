@@ -8,6 +8,7 @@ which `ptc deploy --limit node-2,head` brings into the running cluster, and shri
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from naming import experiment_name
 from remote import containers, ssh, ssh_background
 
+from elastic import node_paths
 from elastic.bench import campaign as campaigns
 from elastic.bench import spec
 from elastic.deploy import runner
@@ -33,7 +35,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # Overridable so that parallel developers' runs on one machine do not collide.
 NAME = experiment_name("cl", "PTC_TEST_CLUSTER_NAME")
 LATE_NODE = "node-2"
-HPCC = "/opt/ptc/bench/hpcc/hpcc.sbatch"
+HPCC = f"{node_paths.HPCC_PREFIX}/hpcc.sbatch"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -112,6 +115,51 @@ def test_campaign_from_python_reports_through_a_callback(deployed: Path, tmp_pat
     assert events[0].kind is Kind.BEGIN and events[-1].kind is Kind.END
     assert {e.topic for e in events} == {"campaign"}
     assert (tmp_path / "hpcc.parquet").is_file()
+
+
+def tour_commands(readme: Path, name: str, home: Path) -> list[list[str]]:
+    """The ptc commands of the README's first tour block, for experiment ``name`` and the state
+    directory ``home`` (the README's ``demo`` and ``state/``), without their comments."""
+    text = readme.read_text()
+    tour = text[text.index("## After the demo") :]
+    start = tour.index("```sh\n") + len("```sh\n")
+    block = tour[start : tour.index("```", start)]
+    commands = []
+    for line in block.splitlines():
+        words = shlex.split(line, comments=True)
+        assert words[0] == "bin/ptc", line
+        commands.append([_as_here(w, name, home) for w in words[1:]])
+    return commands
+
+
+def _as_here(word: str, name: str, home: Path) -> str:
+    if word == "demo":
+        return name
+    if word.startswith("state/"):
+        return str(home / word.removeprefix("state/").replace("/demo/", f"/{name}/"))
+    return word
+
+
+def test_the_readme_tour_and_the_demo_s_next_steps_work_as_printed(
+    deployed: Path, ptc: Runner
+) -> None:
+    """What a newcomer runs after `make demo`, on a cluster deployed the same way."""
+    from elastic.cli.bench import default_dataset
+    from elastic.cli.demo import next_steps
+
+    exp = experiments.load(NAME)
+    plan = spec.hpcc_campaign(nodes=(2,), tasks_per_node=(1,), sizes=(1000,))
+    dataset = default_dataset(exp)
+    campaigns.run(exp, plan, dataset)
+    home = Path(os.environ["PTC_HOME"])
+    steps = [shlex.split(s)[1:] for s in next_steps(NAME, dataset) if " down " not in s]
+    tour = tour_commands(README, NAME, home)
+    assert ["status", NAME] in tour and any(c[:1] == ["bench"] for c in tour), tour
+    for command in [*tour, *steps]:
+        proc = ptc(*command)
+        assert proc.returncode == 0, f"ptc {' '.join(command)}:\n{proc.stdout}\n{proc.stderr}"
+    shown = ptc("bench", "show", str(dataset))
+    assert "COMPLETED" in shown.stdout, shown.stdout
 
 
 def test_file_written_on_one_node_is_seen_everywhere(deployed: Path) -> None:

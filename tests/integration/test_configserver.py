@@ -42,6 +42,7 @@ import yaml
 from naming import experiment_name
 from remote import ssh, ssh_background, wait_for
 
+from elastic import node_paths
 from elastic.deploy import secrets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -64,7 +65,7 @@ ELASTIC_VARS = [
     "elastic_max_pv_age=60",
 ]
 ELASTIC = [arg for var in ELASTIC_VARS for arg in ("-e", var)]
-PROBE = "/local/repository/tests/support/probe.py"
+PROBE = f"{node_paths.REPOSITORY}/tests/support/probe.py"
 REPO = Path(__file__).resolve().parents[2]
 PTC = [sys.executable, "-m", "elastic.cli"]
 
@@ -139,7 +140,7 @@ def test_roles_and_bad_input(cluster: Path, ptc: Any) -> None:
 # -- acceptance 3: the elastic manager fails over by itself -----------------------------------
 def manager_urls(expdir: Path) -> dict[str, str]:
     """{member: its manager's URL}, from the head's manager configuration."""
-    conf = yaml.safe_load(ssh(expdir, "head", "cat /etc/ptc-elastic/manager.yml").stdout)
+    conf = yaml.safe_load(ssh(expdir, "head", f"cat {node_paths.MANAGER_CONFIG}").stdout)
     by_address = {url.split("//")[1].split(":")[0]: url for url in conf["peers"]}
     addresses = {m: ssh(expdir, m, "hostname -I").stdout.split() for m in MEMBERS}
     return {m: next(by_address[a] for a in addresses[m] if a in by_address) for m in MEMBERS}
@@ -214,7 +215,7 @@ def test_the_manager_fails_over_when_its_node_dies_mid_reclamation(cluster: Path
             cluster,
             "head",
             f"python3 {PROBE} --urls {','.join(urls.values())} --duration 45 "
-            "--token-file /etc/ptc-elastic/tokens/admin.token",
+            f"--token-file {node_paths.ELASTIC_TOKENS_DIR}/admin.token",
         )
         with elastic_manager(cluster) as m:
             rec = m.reclaim("slurm", 1, 30)

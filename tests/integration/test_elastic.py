@@ -44,6 +44,7 @@ from remote import ssh, wait_for
 from support.fake_ec2_bridge import FakeEc2Bridge
 from support.moto_server import FAKE_CREDENTIALS, moto_server
 
+from elastic import node_paths
 from elastic.errors import PtcError
 from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
@@ -54,7 +55,7 @@ from elastic.sites.ec2.provider import Ec2Provider
 from elastic.sites.ec2.reconcile import reconcile_cluster
 from elastic.sites.ec2.settings import Ec2Settings
 from elastic.sites.ec2.userdata import JoinSpec
-from elastic.slurm import overhead, workstation
+from elastic.slurm import overhead
 from elastic.slurm.commands import Runner, SlurmCommandError
 from elastic.slurm.resize import Resizer, ResizeRefused
 from elastic.testbed import experiment as experiments
@@ -270,7 +271,7 @@ def test_a_job_resumes_nodes_through_the_hooks_and_they_return_after_suspend_tim
     # while idle, the nodes stay in Slurm's partition (held by slurm in the manager)
     held = owners(expdir)
     assert all(held[n] in ("slurm", None) for n in used)
-    timings = ssh(expdir, "head", "tail -n 5 /var/log/ptc-elastic/resume-timings.jsonl").stdout
+    timings = ssh(expdir, "head", f"tail -n 5 {node_paths.RESUME_TIMINGS}").stdout
     last = [json.loads(line) for line in timings.splitlines()][-1]
     assert sorted(last["ready"]) == sorted(used) and last["failed"] == {}
     # after SuspendTime idle, SuspendProgram stops slurmd and gives the nodes back
@@ -338,7 +339,7 @@ def test_a_burst_under_a_provisioning_limit_waits_its_turn_and_all_of_it_runs(
     assert shown.returncode == 0, shown.stdout + shown.stderr
     frame = pd.read_parquet(out / "overhead.parquet")
     assert set(frame["job_id"].astype(str)) >= set(burst), frame
-    timings = ssh(expdir, "head", f"tail -n 20 {overhead.TIMINGS_FILE}").stdout
+    timings = ssh(expdir, "head", f"tail -n 20 {node_paths.RESUME_TIMINGS}").stdout
     for row in frame.to_dict("records"):
         # the whole row, the resumes and the provisionings, should this fail: none truncated
         why = f"row {row}\nresumes:\n{timings}\nprovisionings: {ran}"
@@ -756,7 +757,7 @@ def test_ptc_verify_passes_with_the_pool_powered_down(leaves_pool_idle: Path, pt
 
 
 def test_tokens_never_reach_the_deploy_logs(cluster: Path) -> None:
-    tokens = ssh(cluster, "head", "cat /etc/ptc-elastic/tokens/*.token").stdout.split()
+    tokens = ssh(cluster, "head", f"cat {node_paths.ELASTIC_TOKENS_DIR}/*.token").stdout.split()
     assert len(tokens) >= 3
     runs = cluster / "runs"
     for path in runs.rglob("*"):
@@ -892,7 +893,7 @@ def test_ap_100_moves_the_pool_off_the_dear_site_in_one_round_and_every_job_comp
         done = completed(expdir, j, 300, 5)
         assert set(expand(expdir, done["nodes"])) <= set(CHEAP) or j not in on_dear, done
     assert all(slurm_nodes(expdir)[n][0].startswith("drained") for n in DEAR)
-    logged = ssh(expdir, "head", f"tail -n 1 {workstation.LOG_FILE}").stdout
+    logged = ssh(expdir, "head", f"tail -n 1 {node_paths.REBALANCE_LOG}").stdout
     assert json.loads(logged)["terminated"] == report["terminated"]
 
 
@@ -927,12 +928,12 @@ def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
             5,
         )
         assert job(expdir, j).get("Restarts") == "0", job(expdir, j)
-    current = ssh(expdir, "head", f"cat {workstation.SITES_FILE}").stdout
+    current = ssh(expdir, "head", f"cat {node_paths.SITES_FILE}").stdout
     assert current == SITES, current
     # the next round is the head's own: the role's unit (its timer's), over the sites file the
     # command left there, with the role's policy (FO)
     ssh(expdir, "head", "systemctl start ptc-elastic-rebalance.service")
-    second = json.loads(ssh(expdir, "head", f"tail -n 1 {workstation.LOG_FILE}").stdout)
+    second = json.loads(ssh(expdir, "head", f"tail -n 1 {node_paths.REBALANCE_LOG}").stdout)
     assert second["time"] > first["time"] and second["policy"] == first["policy"], second
     assert second["requeued"] == [] and second["discarded_s"] == 0, second
     wait_for(

@@ -28,6 +28,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+# Copies of elastic.wire.ACTIVE_HEADER and elastic.node_paths.ELASTIC_CA: this file runs on a
+# node's system Python without the elastic package, so it cannot import them;
+# tests/unit/test_facts.py fails when a copy and its owner differ.
 ACTIVE_HEADER = "X-Ptc-Active-Manager"
 DEFAULT_CA = "/etc/ptc-elastic/tls/ca.crt"
 Sample = list[Any]  # [sent, answered, url, status]

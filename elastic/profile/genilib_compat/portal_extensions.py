@@ -15,14 +15,12 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from elastic.profile.namespaces import ANSIBLE_NS, EMULAB_NS, GENI_NS, SHARED_VLAN_NS
+
 #
 # RSpec extensions of the portal line, each writing the element the portal's geni-lib writes
 # (checked against recordings in tests/unit/testbed/recordings/). Registered through
 # geni-lib's own EXTENSIONS lists, so they appear as methods of Request, Node and Link.
-
-EMULAB_NS = "http://www.protogeni.net/resources/rspec/ext/emulab/1"
-SHARED_VLAN_NS = "http://www.geni.net/resources/rspec/ext/shared-vlan/1"
-ANSIBLE_NS = "http://www.protogeni.net/resources/rspec/ext/ansible/1"
 
 
 def _sub(parent: Any, ns: str, tag: str, **attrs: str) -> Any:
@@ -177,7 +175,7 @@ def _docker_container_class() -> type:
 
         def _write(self, root: Any) -> Any:
             nd = super()._write(root)
-            st = nd.find("{http://www.geni.net/resources/rspec/3}sliver_type")
+            st = nd.find(f"{{{GENI_NS}}}sliver_type")
             wanted = (
                 self.cores,
                 self.ram,

@@ -20,14 +20,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from elastic.profile.genilib_compat.boolean_params import parse_bool
+from elastic.profile.namespaces import PARAM_PREFIX, PARAMS_NS
 
 #
 # The portal line's parameter model, written for ptc: a parameter parses a value (scalar,
 # list of values, struct of member parameters, or list of structs) and reports problems as
 # portal ParameterErrors naming the parameter path the portal uses ("name", "name.member",
 # "name[2].member").
-
-PARAM_PREFIX = "emulab.net.parameter."
 
 
 class DictNamespace(dict[str, Any]):
@@ -553,7 +552,7 @@ def _verify_parameters(self: Any) -> int:
 def _write_parameter_value(parent: Any, name: str | None, value: Any, member: bool) -> None:
     from lxml import etree
 
-    ns = "http://www.protogeni.net/resources/rspec/ext/profile-parameters/1"
+    ns = PARAMS_NS
     nsmap: Any = {None: ns}
     if isinstance(value, list):
         el = etree.SubElement(parent, f"{{{ns}}}data_list", nsmap=nsmap)
@@ -578,7 +577,7 @@ def _write_parameter_value(parent: Any, name: str | None, value: Any, member: bo
 def _parameter_data_write(self: Any, root: Any) -> Any:
     from lxml import etree
 
-    ns = "http://www.protogeni.net/resources/rspec/ext/profile-parameters/1"
+    ns = PARAMS_NS
     nsmap: Any = {None: ns}
     ds = etree.SubElement(root, f"{{{ns}}}data_set", nsmap=nsmap)
     for name, p in self.parameters.items():

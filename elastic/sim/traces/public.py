@@ -1,4 +1,5 @@
-"""The public traces the README uses: where each comes from, its checksum, and a local cache.
+"""The public traces the simulator's guide (docs/simulation.md) runs on: where each comes from,
+its checksum, and a local cache.
 
 ``fetch`` downloads a trace once into the cache (``$PTC_CACHE/traces``, else
 ``~/.cache/ptc/traces``) and keeps it only if its SHA-256 is the one pinned here, so every

@@ -8,7 +8,7 @@ from elastic.cli.cluster import parse_extravars
 from elastic.deploy.runner import resolve_playbook
 from elastic.deploy.target import Target
 from elastic.errors import PtcError
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 
 def test_values_are_yaml() -> None:
@@ -29,7 +29,7 @@ def test_bad_pairs_name_the_argument(bad: str) -> None:
 
 def test_deploy_refuses_experiment_that_is_not_ready() -> None:
     with pytest.raises(PtcError, match="is creating, not ready"):
-        Target.of_experiment(Experiment("x", "local", "p", state="creating"))
+        Target.of_experiment(Experiment("x", "local", "p", state=State.CREATING))
 
 
 def test_unknown_playbook_is_named() -> None:

@@ -13,9 +13,10 @@ from fastapi.testclient import TestClient
 from manager_env import Clock, Env
 
 from elastic.manager import JsonFileStore, Manager, ManagerConfig, Tokens
-from elastic.manager.app import ACTIVE_HEADER, create_app
+from elastic.manager.app import create_app
 from elastic.manager.client import ManagerClient, ManagerUnreachable
 from elastic.manager.core import request_key
+from elastic.wire import ACTIVE_HEADER
 
 ACTIVE = "http://10.10.1.201:8700"
 STANDBY = "http://10.10.1.202:8700"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from elastic import node_paths
 from elastic.errors import InputError, PtcError
 from elastic.sim.on_cluster import ClusterSpec, job_script
 from elastic.sim.parts import Part, merge, split
@@ -141,10 +142,11 @@ def test_spec_round_trips_through_json(tmp_path: Path) -> None:
 
 
 def test_job_script_runs_one_part_per_array_task() -> None:
-    script = job_script("/home/ptc/ptc-sim/r1", "/opt/ptc/sim/site-abc", 4, ClusterSpec(mem_mb=900))
+    site = f"{node_paths.SIM_SITE_ROOT}/site-abc"
+    script = job_script("/home/ptc/ptc-sim/r1", site, 4, ClusterSpec(mem_mb=900))
     assert "#SBATCH --array=0-3" in script
     assert "#SBATCH --mem=900M" in script
-    assert "export PYTHONPATH=/home/ptc/ptc-sim/r1/code:/opt/ptc/sim/site-abc" in script
+    assert f"export PYTHONPATH=/home/ptc/ptc-sim/r1/code:{site}" in script
     assert 'python3 -m elastic.sim.worker /home/ptc/ptc-sim/r1 "$SLURM_ARRAY_TASK_ID"' in script
 
 

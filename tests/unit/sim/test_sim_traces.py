@@ -152,7 +152,7 @@ def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
 
 def test_htc_workload_matches_table_1() -> None:
     base = load_trace(trace_file("htc-condor"))
-    assert len(base) == 1120  # the README and §4: a 1,120-job trace
+    assert len(base) == 1120  # the paper's §4 and docs/simulation.md: a 1,120-job trace
     workload = shuffled_copies(base, 10, seed=0)
     stats = trace_stats(workload)
     # Table 1 of the paper: HTC row
@@ -183,7 +183,7 @@ def test_htc_copies_are_seeded_permutations() -> None:
 
 def test_kth_and_eagle_load() -> None:
     kth = load_trace(trace_file("kth-sp2"))
-    assert len(kth) == 28_489  # the README's count
+    assert len(kth) == 28_489  # the count docs/simulation.md gives users
     assert kth.metadata["Acknowledge"] == "Lars Malinowsky"
     eagle = load_trace(trace_file("nrel-eagle"))
     assert len(eagle) == 1000

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from elastic import node_paths
 from elastic.errors import DeployError, InputError
 from elastic.slurm.client import SlurmElasticClient
 from elastic.slurm.provision import (
@@ -90,7 +91,7 @@ def test_configure_runs_the_resume_playbook_on_exactly_the_nodes(tmp_path: Path)
     prov.configure(["node-1", "node-2"])
     assert run.argvs == [
         [
-            "/usr/local/sbin/ptc-playbook",
+            node_paths.PLAYBOOK_COMMAND,
             "elastic-resume.yml",
             "--limit",
             "node-1,node-2",
@@ -434,7 +435,7 @@ def test_reload_gives_fresh_disks_trusts_their_pinned_keys_and_configures_them_w
     assert facts == ["head", "node-2"]  # the old disk's facts would be used by smart gathering
     prov.configure(["node-1"])
     assert prov.run.argvs[-1][:4] == [  # type: ignore[attr-defined]
-        "/usr/local/sbin/ptc-playbook",
+        node_paths.PLAYBOOK_COMMAND,
         "elastic-provision.yml",
         "--limit",
         "node-1",

@@ -7,6 +7,7 @@ from fake_slurm import FakeSlurm, Job
 from fastapi.testclient import TestClient
 from slurm_env import NODES, T0, World
 
+from elastic import wire
 from elastic.errors import InputError, PtcError
 from elastic.events import Event, Kind, Reporter, collect
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
@@ -292,14 +293,12 @@ def test_client_endpoint_checks_the_token(world: World) -> None:
     world.manager.tick()
     app = create_app(world.client, "s3cret", run_loop=False)
     http = TestClient(app)
-    r = http.post("/v1/notify-delete-pending", json=world.notes[-1])
+    r = http.post(wire.NOTIFY_PATH, json=world.notes[-1])
+    assert r.status_code == 401
+    r = http.post(wire.NOTIFY_PATH, json=world.notes[-1], headers={"Authorization": "Bearer nope"})
     assert r.status_code == 401
     r = http.post(
-        "/v1/notify-delete-pending", json=world.notes[-1], headers={"Authorization": "Bearer nope"}
-    )
-    assert r.status_code == 401
-    r = http.post(
-        "/v1/notify-delete-pending",
+        wire.NOTIFY_PATH,
         json=world.notes[-1],
         headers={"Authorization": "Bearer s3cret"},
     )

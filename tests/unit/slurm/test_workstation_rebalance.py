@@ -11,10 +11,14 @@ from typing import Any
 
 import pytest
 
+from elastic import node_paths
 from elastic.errors import InputError, RemoteError
 from elastic.remote import ssh
 from elastic.remote.ssh import Completed
 from elastic.slurm import workstation
+
+# The name a workstation stages its sites file under on the head, beside the current one.
+STAGED = re.escape(node_paths.ELASTIC_CONFIG_DIR) + r"/\.sites-[0-9a-f]{12}\.yml"
 
 REPORT = {
     "time": 1000.0,
@@ -93,9 +97,9 @@ def test_an_accepted_file_becomes_the_heads_sites_file_after_the_round(
     assert report == REPORT
     _upload, round_, current = head.commands
     assert head.stdin[0] == SITES  # the file's text on standard input, not a command line
-    staged = re.search(r"--sites (/etc/ptc-elastic/\.sites-[0-9a-f]{12}\.yml) ", round_)
+    staged = re.search(rf"--sites ({STAGED}) ", round_)
     assert staged is not None and "--policy AP-100" in round_, round_
-    assert current == f"mv -f {staged.group(1)} {workstation.SITES_FILE}"
+    assert current == f"mv -f {staged.group(1)} {node_paths.SITES_FILE}"
 
 
 def test_a_refused_file_names_the_workstations_file_and_leaves_the_current_one(
@@ -108,8 +112,8 @@ def test_a_refused_file_names_the_workstations_file_and_leaves_the_current_one(
     )
     with pytest.raises(InputError, match=rf"sites file {sites}: sites\[0\]: field desired"):
         workstation.rebalance(inventory, tmp_path / "ssh_config", sites, "FO")
-    assert re.fullmatch(r"rm -f /etc/ptc-elastic/\.sites-[0-9a-f]{12}\.yml", head.commands[-1])
-    assert not any(workstation.SITES_FILE in c for c in head.commands)
+    assert re.fullmatch(rf"rm -f {STAGED}", head.commands[-1])
+    assert not any(node_paths.SITES_FILE in c for c in head.commands)
 
 
 def test_a_wrong_policy_or_a_missing_file_is_refused_before_the_head_is_asked(
@@ -133,8 +137,8 @@ def test_a_round_that_fails_on_the_head_says_so_and_keeps_the_current_file(
     head.round_stderr = "rebalance: sinfo: slurmctld not responding\n"
     with pytest.raises(workstation.RoundFailed, match=r"exit 1.*slurmctld not responding"):
         workstation.rebalance(inventory, tmp_path / "ssh_config", sites, "FO")
-    assert not any(workstation.SITES_FILE in c for c in head.commands)
-    assert re.fullmatch(r"rm -f /etc/ptc-elastic/\.sites-[0-9a-f]{12}\.yml", head.commands[-1])
+    assert not any(node_paths.SITES_FILE in c for c in head.commands)
+    assert re.fullmatch(rf"rm -f {STAGED}", head.commands[-1])
 
 
 def test_the_cli_shows_each_reclamation_with_its_cost_and_prints_json_on_request(

@@ -1,4 +1,5 @@
-"""`ptc adopt`: the README's manual portal path, from a saved manifest to an inventory."""
+"""`ptc adopt`: an experiment made in the CloudLab portal, from its saved manifest to an
+inventory, as docs/cloudlab.md tells users to bring one to ptc."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from elastic.cli import experiment as experiment_cli
 from elastic.errors import InputError, NotFoundError
 from elastic.testbed import experiment as experiments
 from elastic.testbed import lifecycle
+from elastic.testbed.experiment import State
 
 PORTAL_8X25 = RECORDINGS / "reconstructed_cloudlab_portal_manifest_8x25.xml"
 
@@ -33,7 +35,7 @@ def hosts(exp: experiments.Experiment) -> dict[str, dict[str, object]]:
 
 def test_adopt_builds_the_inventory_with_the_chosen_user_and_links_the_key(key: Path) -> None:
     exp = lifecycle.adopt("ptadopt", PORTAL_8X25, key, user="mchen")
-    assert exp.adopted and exp.state == "ready"
+    assert exp.adopted and exp.state is State.READY
     assert exp.key_path.is_symlink() and exp.key_path.resolve() == key.resolve()
     found = hosts(exp)
     assert len(found) == 8

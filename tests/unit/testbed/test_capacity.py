@@ -22,7 +22,7 @@ from elastic.testbed import lifecycle
 from elastic.testbed.backends.local import capacity, podman
 from elastic.testbed.backends.local.capacity import Machine, NoMachines
 from elastic.testbed.change import Change
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 REAL_LISTING = capacity.listing  # the conftest swaps it for an empty one in every test
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "slurm_cluster.py"
@@ -296,7 +296,7 @@ class NeverBackend(StandInBackend):
 def on_disk(name: str, compute: int) -> Experiment:
     """A ready slurm_cluster.py experiment as `ptc up` leaves it (its containers: the books)."""
     params = {"computeNodeCount": str(compute)}
-    exp = Experiment(name, "local", str(PROFILE), params, state="ready")
+    exp = Experiment(name, "local", str(PROFILE), params, state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     request_xml = render_profile(PROFILE, params)
@@ -317,7 +317,7 @@ def test_modify_adding_more_than_is_free_is_refused(
     with pytest.raises(NoMachines, match=r"'alpha' needs 2 more machines.*1 free of 4"):
         lifecycle.modify("alpha", {"computeNodeCount": "3"})
     assert {p: p.read_bytes() for p in exp.dir.rglob("*") if p.is_file()} == before
-    assert experiments.load("alpha").state == "ready"
+    assert experiments.load("alpha").state is State.READY
 
 
 def test_replace_needs_a_machine_only_for_a_node_whose_container_is_gone(

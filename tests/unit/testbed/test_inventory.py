@@ -12,7 +12,7 @@ import typer
 import yaml
 from testbed_support import RECORDINGS
 
-from elastic import paths
+from elastic import node_paths, paths
 from elastic.errors import InputError, PtcError
 from elastic.profile import rspec
 from elastic.profile.topology import Login, Topology
@@ -84,7 +84,7 @@ def test_groups_are_copied_from_the_manifest_not_guessed(tmp_path: Path) -> None
 
 def test_lan_reach_for_an_inventory_built_on_a_node(tmp_path: Path) -> None:
     out = tmp_path / "inv"
-    build_inventory(reconstructed(), out, Path("/root/.ssh/id_ed25519"), "cloudlab", Reach.LAN)
+    build_inventory(reconstructed(), out, Path(node_paths.MESH_KEY), "cloudlab", Reach.LAN)
     inv = yaml.safe_load((out / "hosts.yml").read_text())
     hv = inv["all"]["hosts"]["node-1"]
     assert (hv["ansible_host"], hv["ansible_port"], hv["ansible_user"]) == ("10.10.1.3", 22, "root")
@@ -355,9 +355,9 @@ def test_cli_inventory_user_group_and_groups_file(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from elastic.cli import experiment as experiment_cli
-    from elastic.testbed.experiment import Experiment
+    from elastic.testbed.experiment import Experiment, State
 
-    exp = Experiment("ptportal", "cloudlab", "(portal)", state="ready")
+    exp = Experiment("ptportal", "cloudlab", "(portal)", state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     exp.manifest_path.write_bytes(PORTAL_8X25.read_bytes())

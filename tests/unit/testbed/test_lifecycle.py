@@ -21,7 +21,7 @@ from elastic.profile.topology import Login, Topology
 from elastic.testbed import experiment as experiments
 from elastic.testbed import lifecycle
 from elastic.testbed.change import Change
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "tests" / "single_node.py"
 SLURM_PROFILE = PROFILE.parents[1] / "slurm_cluster.py"
@@ -77,16 +77,16 @@ def test_failed_cleanup_keeps_the_record_for_ptc_down(monkeypatch: pytest.Monkey
     with pytest.raises(PtcError) as info:
         lifecycle.up(PROFILE, {}, "stuck")
     assert "ptc down stuck" in "".join(getattr(info.value, "__notes__", []))
-    assert experiments.load("stuck").state == "failed"
+    assert experiments.load("stuck").state is State.FAILED
 
 
 def test_existing_name_is_refused_without_touching_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    exp = Experiment(name="taken", testbed="local", profile="p", state="ready")
+    exp = Experiment(name="taken", testbed="local", profile="p", state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     with pytest.raises(PtcError, match="already exists"):
         lifecycle.up(PROFILE, {}, "taken")
-    assert experiments.load("taken").state == "ready"
+    assert experiments.load("taken").state is State.READY
 
 
 @pytest.mark.parametrize("name", ["Bad", "-x", "a b", "x" * 40, ""])
@@ -107,7 +107,7 @@ class GrowingBackend(FailingBackend):
 def running(name: str, compute: int) -> Experiment:
     """A ready experiment of slurm_cluster.py as `ptc up` leaves it on disk."""
     params = {"computeNodeCount": str(compute)}
-    exp = Experiment(name, "local", str(SLURM_PROFILE), params, state="ready")
+    exp = Experiment(name, "local", str(SLURM_PROFILE), params, state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     request_xml = render_profile(SLURM_PROFILE, params)
@@ -130,7 +130,7 @@ def test_modify_grows_manifest_inventory_and_parameters(monkeypatch: pytest.Monk
     exp, change = lifecycle.modify("grow", {"computeNodeCount": "3"})
     assert [n.client_id for n in change.added] == ["node-1", "node-2"] and not change.removed
     assert experiments.load("grow").params == {"computeNodeCount": "3"}
-    assert experiments.load("grow").state == "ready"
+    assert experiments.load("grow").state is State.READY
     manifest = rspec.parse_manifest(exp.manifest())
     assert [n.client_id for n in manifest.nodes] == ["head", "node-0", "node-1", "node-2"]
     hosts = (exp.inventory_dir / "hosts.yml").read_text()
@@ -149,7 +149,7 @@ def test_failed_modify_leaves_the_experiment_as_it_was(monkeypatch: pytest.Monke
     with pytest.raises(PtcError, match="node node-1: boot failed"):
         lifecycle.modify("stay", {"computeNodeCount": "2"})
     assert snapshot(exp) == before
-    assert experiments.load("stay").state == "ready"
+    assert experiments.load("stay").state is State.READY
 
 
 def test_bad_parameter_in_modify_is_named_and_changes_nothing() -> None:
@@ -161,7 +161,7 @@ def test_bad_parameter_in_modify_is_named_and_changes_nothing() -> None:
 
 
 def test_modify_of_an_experiment_that_is_not_ready_is_refused() -> None:
-    exp = Experiment("busy", "local", str(SLURM_PROFILE), state="creating")
+    exp = Experiment("busy", "local", str(SLURM_PROFILE), state=State.CREATING)
     exp.dir.mkdir(parents=True)
     exp.save()
     with pytest.raises(PtcError, match="is creating, not ready"):
@@ -199,7 +199,7 @@ def test_replace_gives_fresh_nodes_new_logins_and_forgets_their_host_keys(
     )
     lifecycle.replace_nodes("repl", ["head"])
     assert backend.replaced == ["head"]
-    assert experiments.load("repl").state == "ready"
+    assert experiments.load("repl").state is State.READY
     hosts = (exp.inventory_dir / "hosts.yml").read_text()
     assert "ansible_port: 2300" in hosts and "ansible_port: 2201" in hosts
     assert known_hosts.read_text().splitlines() == ["[127.0.0.1]:2201 ssh-ed25519 AAAAnode0"], (
@@ -225,7 +225,7 @@ def test_a_failed_replace_leaves_the_experiment_ready_to_retry(
     monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: ReplacingBackend(fails=True))
     with pytest.raises(PtcError, match="node node-0: boot failed"):
         lifecycle.replace_nodes("replfail", ["node-0"])
-    assert experiments.load("replfail").state == "ready"
+    assert experiments.load("replfail").state is State.READY
     assert snapshot(exp) == before
 
 
@@ -244,7 +244,7 @@ class ManifestBackend(GrowingBackend):
 
 def running_with(name: str, profile: Path, params: dict[str, Any]) -> Experiment:
     """A ready experiment as `ptc up` leaves it, made even if the profile warns."""
-    exp = Experiment(name, "local", str(profile), params, state="ready")
+    exp = Experiment(name, "local", str(profile), params, state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     request_xml = render_request(profile, params, warnings_fatal=False).xml

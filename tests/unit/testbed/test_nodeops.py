@@ -29,7 +29,7 @@ from elastic.testbed import experiment as experiments
 from elastic.testbed import known_hosts, lifecycle, membership, nodeops, power_hold
 from elastic.testbed.backends.local import backend as local
 from elastic.testbed.backends.local import capacity, links, network, provisioning
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 KEYS = "ssh-ed25519 AAAAkey-{node} root@{node}\n"
 
@@ -122,7 +122,7 @@ class Wiring:
 
 def made(name: str, profile: Path, params: dict[str, str]) -> tuple[Experiment, Topology]:
     """A ready local experiment as `ptc up` leaves it: manifest, inventory, pinned keys."""
-    exp = Experiment(name, "local", str(profile), params, state="ready")
+    exp = Experiment(name, "local", str(profile), params, state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     request = render_request(profile, params).topology
@@ -322,7 +322,7 @@ def test_states_keep_podmans_word_for_other_states(fake: tuple[FakePodman, Wirin
 
 def test_an_experiment_that_is_not_ready_is_refused(fake: tuple[FakePodman, Wiring]) -> None:
     exp, _ = made("busy", SLURM_PROFILE, {"computeNodeCount": "1"})
-    exp.state = "modifying"
+    exp.state = State.MODIFYING
     exp.save()
     with pytest.raises(InputError, match=r"power off: experiment 'busy' is modifying"):
         nodeops.power_off(exp, ["node-0"])
@@ -352,7 +352,7 @@ def test_reload_goes_the_replace_way_and_rewrites_inventory_and_host_keys(
     events: list[Event] = []
     nodeops.reload(exp, ["node-0", "node-0"], collect(events))
     assert replaced == [["node-0"]]
-    assert experiments.load("reload").state == "ready"
+    assert experiments.load("reload").state is State.READY
     assert "ansible_port: 2301" in (exp.inventory_dir / "hosts.yml").read_text()
     pins = exp.inventory_dir / "known_hosts"
     assert known_hosts.pinned(pins, "127.0.0.1", 2201) == [], "the old node's key is kept"
@@ -444,7 +444,7 @@ def test_release_takes_nodes_out_of_the_records_and_remembers_them(moving: Movin
     nodeops.release(exp, ["node-1"], collect(events))
     assert moving.released == [["node-1"]]
     after = experiments.load("rel")
-    assert after.state == "ready" and after.released == ["node-1"]
+    assert after.state is State.READY and after.released == ["node-1"]
     names = [n.client_id for n in rspec.parse_manifest(after.manifest()).nodes]
     assert names == ["head", "node-0"]
     assert "node-1" not in (exp.inventory_dir / "hosts.yml").read_text()
@@ -479,7 +479,7 @@ def test_allocate_brings_a_released_node_back_with_its_addresses(moving: Moving)
     assert nodes == ["node-1"]
     assert asked.node("node-1").interfaces == request.node("node-1").interfaces
     after = experiments.load("back")
-    assert after.released == [] and after.state == "ready"
+    assert after.released == [] and after.state is State.READY
     manifest = rspec.parse_manifest(after.manifest())
     assert [n.client_id for n in manifest.nodes] == ["head", "node-0", "node-1"]
     assert "node-1" in (exp.inventory_dir / "hosts.yml").read_text()
@@ -558,7 +558,7 @@ def test_allocate_on_a_full_testbed_is_refused_naming_the_free_count(
         nodeops.allocate(exp, ["lent-0"], like="node-0")
     assert moving.allocated == []
     after = experiments.load("full")
-    assert after.manifest() == before and after.clones == {} and after.state == "ready"
+    assert after.manifest() == before and after.clones == {} and after.state is State.READY
 
 
 def test_local_release_removes_the_container_and_tells_the_others(

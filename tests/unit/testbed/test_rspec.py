@@ -13,7 +13,7 @@ from lxml import etree
 from testbed_support import RECORDINGS
 
 from elastic.errors import PtcError
-from elastic.profile import rspec
+from elastic.profile import namespaces, rspec
 from elastic.profile.topology import (
     Blockstore,
     ExecuteService,
@@ -103,7 +103,7 @@ def test_write_manifest_has_cloudlab_shape() -> None:
         node.component_id = f"urn:publicid:IDN+ptc.local+node+{node.client_id}"
         node.sliver_id = f"urn:publicid:IDN+ptc.local+sliver+{i}"
     root = etree.fromstring(rspec.write_manifest(t))
-    ns = {"g": rspec.GENI_NS, "p": rspec.PARAMS_NS}
+    ns = {"g": namespaces.GENI_NS, "p": namespaces.PARAMS_NS}
     assert root.get("type") == "manifest"
     (node,) = root.xpath("g:node[@client_id='node-0']", namespaces=ns)
     assert node.get("component_id") == "urn:publicid:IDN+ptc.local+node+node-0"
@@ -291,7 +291,7 @@ def test_writing_adds_no_property_the_request_did_not_have() -> None:
     t = lan_topology()
     t.links[0].properties = [LinkProperty("head:if1", "lan", capacity_kbps=1000)]
     root = etree.fromstring(rspec.write_manifest(t))
-    props = root.findall(f"{{{rspec.GENI_NS}}}link/{{{rspec.GENI_NS}}}property")
+    props = root.findall(f"{{{namespaces.GENI_NS}}}link/{{{namespaces.GENI_NS}}}property")
     assert [(p.get("source_id"), p.get("dest_id"), p.get("capacity")) for p in props] == [
         ("head:if1", "lan", "1000")
     ]

@@ -31,6 +31,7 @@ from lxml import etree
 from elastic.errors import InputError, TestbedError
 from elastic.events import OnEvent, Reporter
 from elastic.profile import genilib_compat, rspec
+from elastic.profile.namespaces import GENI_NS
 from elastic.profile.topology import Node, Topology
 from elastic.testbed.backends.base import Capabilities
 from elastic.testbed.backends.cloudlab import nodeops
@@ -408,12 +409,10 @@ def _user_login_first(xml: bytes, username: str | None) -> bytes:
     if not username:
         return xml
     root = etree.fromstring(xml)
-    services = root.iter(f"{{{rspec.GENI_NS}}}services")
+    services = root.iter(f"{{{GENI_NS}}}services")
     for svc in services:
         mine = [
-            lg
-            for lg in svc.iterchildren(f"{{{rspec.GENI_NS}}}login")
-            if lg.get("username") == username
+            lg for lg in svc.iterchildren(f"{{{GENI_NS}}}login") if lg.get("username") == username
         ]
         for lg in reversed(mine):
             svc.remove(lg)

@@ -192,12 +192,21 @@ def power_off(backend: SliceAccess, exp: Experiment, nodes: list[str]) -> None:
     act(backend, exp, nodes, "power_off")
 
 
-def power_on(backend: SliceAccess, exp: Experiment, nodes: list[str]) -> None:
-    act(backend, exp, nodes, "power_on")
-    chosen = manifest_nodes(exp, nodes, "power_on")
+def _booted(
+    backend: SliceAccess, exp: Experiment, nodes: list[str], operation: str
+) -> tuple[list[Node], list[str]]:
+    """Ask the portal for ``operation`` on ``nodes`` and wait until their slivers are ready
+    again; the nodes (from the manifest) and their names."""
+    act(backend, exp, nodes, operation)
+    chosen = manifest_nodes(exp, nodes, operation)
     names = [n.client_id for n in chosen]
-    with step(backend, "power_on", names, "booting"):
-        backend.wait_slivers_ready(exp, chosen, "power_on")
+    with step(backend, operation, names, "booting"):
+        backend.wait_slivers_ready(exp, chosen, operation)
+    return chosen, names
+
+
+def power_on(backend: SliceAccess, exp: Experiment, nodes: list[str]) -> None:
+    chosen, names = _booted(backend, exp, nodes, "power_on")
     with step(backend, "power_on", names, "ssh"):
         backend.wait_ssh(Topology(nodes=chosen, links=[]))
 
@@ -207,11 +216,7 @@ def reload(backend: SliceAccess, exp: Experiment, request: Topology, nodes: list
     forgets the reloaded nodes' old host keys (said in an event) so the new ones are recorded
     at the next connection."""
 
-    act(backend, exp, nodes, "reload")
-    chosen = manifest_nodes(exp, nodes, "reload")
-    names = [n.client_id for n in chosen]
-    with step(backend, "reload", names, "booting"):
-        backend.wait_slivers_ready(exp, chosen, "reload")
+    chosen, names = _booted(backend, exp, nodes, "reload")
     with step(backend, "reload", names, "manifest"):
         manifest = backend.fetch_manifest(backend.context(), slice_name(exp.name))
     fresh = [n for n in rspec.parse_manifest(manifest).nodes if n.client_id in set(nodes)]

@@ -5,7 +5,7 @@ What a node gets, mirroring a CloudLab node:
 - ethN per RSpec interface, on the experiment's own LAN bridges (``network``);
 - /etc/hosts naming every node by its LAN address;
 - ``geni-get`` answering key / manifest / client_id / param from /var/lib/ptc-geni;
-- the profile repository at /local/repository, blockstores as directories at their mount points;
+- the profile repository at ``node_paths.REPOSITORY``, blockstores as directories at their mount points;
 - the profile's Execute services, run by systemd once the node is wired.
 """
 
@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from elastic import atomic, paths
+from elastic import atomic, cluster_groups, node_paths, paths
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
 from elastic.profile import rspec
@@ -51,10 +51,14 @@ from elastic.testbed.experiment import Experiment
 
 GENI_DIR = "/var/lib/ptc-geni"
 CONTROL_MOUNT = str(control.MOUNT)  # where every node sees the control service
-SHARED_MOUNT = "/ptc-testbed/shared"  # the stand-in for a kernel NFS mount (see README, NFS)
-# The exports' directories inside it, mounted where the NFS roles expect them: nodes may not
-# mount (README, "What a node may do on the host"), so the roles only check these.
-SHARES = {"home": "/home", "opt-ptc": "/opt/ptc"}
+# The stand-in for the kernel NFS mount a container cannot make: the experiment's shared host
+# directory, which the head's NFS-Ganesha exports (the local inventory's nfs_local_shared_root;
+# docs/local-testbed.md, "What runs for real locally, and what does not").
+SHARED_MOUNT = "/ptc-testbed/shared"
+# The exports' directories inside it, mounted where the NFS roles expect them: a node holds no
+# capability to mount (docs/security.md, "Node isolation on the local testbed"), so the roles
+# only check these.
+SHARES = {"home": "/home", "opt-ptc": node_paths.SHARED_SOFTWARE}
 
 BOOT_TIMEOUT = 120.0
 EXECUTE_TIMEOUT = 300.0
@@ -193,10 +197,7 @@ class LocalBackend:
         container's disk stays, its memory and CPU go back to the host."""
         steps = Steps(self.report, f"powering off {', '.join(nodes)}", len(nodes))
         for node in nodes:
-            name = podman.container_name(exp.name, node)
-            state = _power_state(podman.inspect(name))
-            if state == "missing":
-                raise TestbedError(f"node {node}: power off: its container {name} does not exist")
+            name, state = _container(exp, node, "power off")
             if state == "running":
                 steps.status(f"stopping {node}")
                 started = time.monotonic()
@@ -220,10 +221,7 @@ class LocalBackend:
         wires = network.plan(manifest)
         steps = Steps(self.report, f"powering on {', '.join(nodes)}", len(nodes))
         for node in nodes:
-            name = podman.container_name(exp.name, node)
-            state = _power_state(podman.inspect(name))
-            if state == "missing":
-                raise TestbedError(f"node {node}: power on: its container {name} does not exist")
+            _, state = _container(exp, node, "power on")
             if state == "running":
                 steps.advance(f"{node} was already running")
                 continue
@@ -583,7 +581,9 @@ class LocalBackend:
             "--label",
             f"{podman.NODE_LABEL}={node.client_id}",
             *capacity.label_args(),  # the machine it takes from the testbed's count
-            *privileges.container_args(nfs_server="nfs_server" in groups.node_groups(node)),
+            *privileges.container_args(
+                nfs_server=cluster_groups.NFS_SERVER in groups.node_groups(node)
+            ),
             *privileges.cgroup_args(name),
             *privileges.repository_masks(
                 paths.REPO_ROOT,
@@ -595,7 +595,7 @@ class LocalBackend:
             "--publish",
             "127.0.0.1::22",
             "--volume",
-            f"{paths.REPO_ROOT}:/local/repository:ro",
+            f"{paths.REPO_ROOT}:{node_paths.REPOSITORY}:ro",
             "--volume",
             f"{geni}:{GENI_DIR}:ro",
             "--volume",
@@ -690,6 +690,15 @@ def _power_state(info: dict[str, Any] | None) -> str:
         return "running"
     status = str(info["State"]["Status"])
     return "stopped" if status in ("exited", "stopped") else status
+
+
+def _container(exp: Experiment, node: str, operation: str) -> tuple[str, str]:
+    """The node's container and its power state; ``operation`` fails on a node without one."""
+    name = podman.container_name(exp.name, node)
+    state = _power_state(podman.inspect(name))
+    if state == "missing":
+        raise TestbedError(f"node {node}: {operation}: its container {name} does not exist")
+    return name, state
 
 
 @contextlib.contextmanager

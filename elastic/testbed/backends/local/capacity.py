@@ -99,7 +99,8 @@ class Settings:
     provision_concurrency: int | None = None
     provisions_per_minute: int | None = None
     # Of those, full provisionings (a fresh disk: reload, allocate) starting in any minute, as
-    # Multiverse's vCenter limited full clones (15 a minute) but not instant ones.
+    # Multiverse's vCenter limited full clones (provisioning.MULTIVERSE_FULL_PER_MINUTE) but not
+    # instant ones.
     full_provisions_per_minute: int | None = None
 
     def as_file(self) -> dict[str, int]:

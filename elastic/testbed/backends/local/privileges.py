@@ -3,7 +3,8 @@
 A node is not ``--privileged``: root on a node must not be root on the host. It runs with
 podman's default seccomp filter, the host's devices hidden (only podman's pseudo-devices:
 null, zero, tty, pts ...), /proc and /sys read-only and masked as podman masks them, and
-these capabilities only, each for a named need (README, "What a node may do on the host"):
+these capabilities only, each for a named need (the reasons are explained to users, with what a
+node still can do, in docs/security.md, "Node isolation on the local testbed"):
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import hashlib
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from elastic import node_paths
 
 CAPABILITIES: dict[str, str] = {
     "CHOWN": "apt and the roles give files to their owners (munge key, Slurm spool, MariaDB)",
@@ -102,7 +105,7 @@ def release_cgroup(container: str) -> None:
 
 def repository_masks(repository: Path, state: list[Path]) -> list[str]:
     """Hide ptc's own state from a node when it lives inside the repository the node sees at
-    /local/repository (the Makefile's ./state, PTC_HOME=$PWD/state, the image cache): other
+    ``node_paths.REPOSITORY`` (the Makefile's ./state, PTC_HOME=$PWD/state, the image cache): other
     experiments' keys and credentials are there. Only the outermost of nested directories is
     covered (a mount point inside a covered one would show its name), and only existing ones
     (the repository is mounted read-only: no mount point can be made in it)."""
@@ -116,7 +119,7 @@ def repository_masks(repository: Path, state: list[Path]) -> list[str]:
     return [
         arg
         for d in outer
-        for arg in ("--tmpfs", f"/local/repository/{d}:ro,size=4k,mode=0555,notmpcopyup")
+        for arg in ("--tmpfs", f"{node_paths.REPOSITORY}/{d}:ro,size=4k,mode=0555,notmpcopyup")
     ]
 
 
@@ -130,14 +133,14 @@ def mask_targets(container: dict[str, Any]) -> list[Path]:
         (
             Path(m["Source"])
             for m in container.get("Mounts") or []
-            if m.get("Destination") == "/local/repository"
+            if m.get("Destination") == node_paths.REPOSITORY
         ),
         None,
     )
     if source is None:
         return []
     tmpfs: dict[str, str] = (container.get("HostConfig") or {}).get("Tmpfs") or {}
-    mount = PurePosixPath("/local/repository")
+    mount = PurePosixPath(node_paths.REPOSITORY)
     inside = [PurePosixPath(p).relative_to(mount) for p in sorted(tmpfs) if _under(p, mount)]
     return [source / d for d in inside if d.parts and ".." not in d.parts]
 

@@ -1,8 +1,8 @@
 """The local testbed's provisioning limits: at most K nodes provisioned at once and R starting
 in any minute, across every experiment on the host, and of those at most F full provisionings
-(a fresh disk: reload, allocate) starting in any minute. Multiverse's vCenter allowed 15 full
-clones a minute per parent and did not limit instant ones; a real site has such limits, and
-ptc's users should see them at work.
+(a fresh disk: reload, allocate) starting in any minute. Multiverse's vCenter allowed
+``MULTIVERSE_FULL_PER_MINUTE`` full clones a minute per parent and did not limit instant ones;
+a real site has such limits, and ptc's users should see them at work.
 
 Provisioning is what makes a node ready for a job: power on (instant: the disk is kept),
 reload, allocate (full). A request for
@@ -40,6 +40,9 @@ from elastic.events import OnEvent, Reporter
 from elastic.testbed.backends.local import capacity
 
 WINDOW_S = 60.0
+# Multiverse's vCenter's full clones a minute per parent: the limit worth trying F at. No limit
+# is set by default; this is what `ptc testbed set --full-provisions-per-minute` suggests.
+MULTIVERSE_FULL_PER_MINUTE = 15
 POLL_S = 0.5
 LOG_NAME = "provisioning.jsonl"
 # The actions that give a node a fresh disk, and so new host keys: Multiverse's full clones.

@@ -18,13 +18,13 @@ from elastic.testbed.backends.local.control import credential, service
 from elastic.testbed.backends.local.control.app import Settings
 from elastic.testbed.backends.local.control.journal import Journal
 from elastic.testbed.backends.local.control.names import Resolver, home_nodes
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 DOMAIN = "ptc.local"
 
 
 def make_experiment(name: str, nodes: Sequence[str] = ("head", "node-0", "node-1")) -> Experiment:
-    exp = Experiment(name=name, testbed="local", profile="p", state="ready")
+    exp = Experiment(name=name, testbed="local", profile="p", state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     manifest = Topology(

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from elastic.cli import control as control_cli
 from elastic.testbed.backends.local.control import service
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 app = typer.Typer()
 app.add_typer(control_cli.app, name="control")
@@ -40,7 +40,7 @@ def test_status_start_stop(alpha: Experiment) -> None:
 
 
 def test_cloudlab_experiment_has_no_control_service() -> None:
-    exp = Experiment(name="remote", testbed="cloudlab", profile="p", state="ready")
+    exp = Experiment(name="remote", testbed="cloudlab", profile="p", state=State.READY)
     exp.dir.mkdir(parents=True)
     exp.save()
     result = CliRunner().invoke(app, ["control", "start", "remote"])

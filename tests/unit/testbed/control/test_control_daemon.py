@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from control_support import make_experiment, secret
 
-from elastic.testbed.backends.local.control import service
+from elastic.testbed.backends.local.control import CREDENTIAL_NAME, SOCKET_NAME, service
 from elastic.testbed.experiment import Experiment
 
 
@@ -54,6 +54,6 @@ def test_ensure_running_restarts_a_dead_service(alpha: Experiment) -> None:
 def test_service_state_is_apart_from_what_nodes_mount(alpha: Experiment) -> None:
     service.start(alpha)
     places = service.Places.of(alpha)
-    assert sorted(p.name for p in places.shared.iterdir()) == ["api.sock", "credential"]
+    assert sorted(p.name for p in places.shared.iterdir()) == [SOCKET_NAME, CREDENTIAL_NAME]
     assert {p.name for p in places.state.iterdir()} >= {"journal", "service.pid", "service.log"}
     assert not places.state.is_relative_to(places.shared)

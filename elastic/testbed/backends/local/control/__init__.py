@@ -20,3 +20,6 @@ from pathlib import Path
 MOUNT = Path("/run/ptc-testbed")
 SOCKET_NAME = "api.sock"
 CREDENTIAL_NAME = "credential"
+# Where a node finds the service and its credential: the defaults of the head's client.
+SOCKET = MOUNT / SOCKET_NAME
+CREDENTIAL = MOUNT / CREDENTIAL_NAME

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from elastic.errors import TestbedError
-from elastic.testbed.backends.local.control import CREDENTIAL_NAME, MOUNT, SOCKET_NAME
+from elastic.testbed.backends.local.control import CREDENTIAL, SOCKET
 from elastic.testbed.backends.local.control.sockpath import SocketPath
 
 RETRY_PAUSE = 0.5
@@ -42,8 +42,8 @@ class ControlError(TestbedError):
 class ControlClient:
     def __init__(
         self,
-        socket: Path = MOUNT / SOCKET_NAME,
-        credential: Path = MOUNT / CREDENTIAL_NAME,
+        socket: Path = SOCKET,
+        credential: Path = CREDENTIAL,
         timeout: float = 300.0,
     ) -> None:
         self.socket = socket

@@ -25,7 +25,7 @@ from elastic.testbed.backends.local.control import CREDENTIAL_NAME, SOCKET_NAME,
 from elastic.testbed.backends.local.control.client import ControlClient, ControlError
 from elastic.testbed.backends.local.control.journal import Journal
 from elastic.testbed.backends.local.control.sockpath import SocketPath
-from elastic.testbed.experiment import Experiment
+from elastic.testbed.experiment import Experiment, State
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
@@ -225,7 +225,7 @@ def stop(exp: Experiment) -> bool:
 
 def ensure_running(exp: Experiment) -> bool:
     """Start the service of an experiment that has one if it is not running; True if started."""
-    if not serves(exp) or exp.state != "ready":
+    if not serves(exp) or exp.state != State.READY:
         return False
     if status(exp).running:
         return False
