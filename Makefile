@@ -77,9 +77,10 @@ test-integration: setup
 	$(PY) -m pytest $(INTEGRATION_ARGS) tests/integration; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 lint: venv
-	$(VENV)/bin/ruff check elastic tests benchmarks profiles plugins
-	$(VENV)/bin/ruff format --check elastic tests benchmarks plugins
+	$(VENV)/bin/ruff check elastic tests benchmarks profiles plugins roles/slurm/filter_plugins
+	$(VENV)/bin/ruff format --check elastic tests benchmarks plugins roles/slurm/filter_plugins
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy roles/slurm/filter_plugins/slurm_conf.py
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --profile production roles site.yml elastic-resume.yml elastic-provision.yml config_server.yml
 
 clean:

@@ -2,12 +2,15 @@
 
 site.yml lists each host's installed packages once (ptc_packages_installed) before the common role
 runs; every apt task's condition must name exactly the packages the task installs, or a rerun
-would skip an install it needs (or open apt's cache for nothing). Since any of them may be the
-first to run on a node, each refreshes apt's lists when they are stale.
+would skip an install it needs (or open apt's cache for nothing). So each task writes its list
+once, in one variable (a role default, a role var, or the task's own ``vars``) that both its
+``name`` and its condition use. Since any of them may be the first to run on a node, each
+refreshes apt's lists when they are stale.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,14 @@ from jinja2 import StrictUndefined
 from jinja2.nativetypes import NativeEnvironment
 
 from elastic import paths
-from elastic.testbed.backends.local.role_packages import _names, _tasks, _variables
+from elastic.testbed.backends.local.role_packages import _names, _tasks, _variables, task_context
 
 ROLES = paths.REPO_ROOT / "roles"
 GUARD = "ptc_packages_installed"
+# The one condition of every package task, over the variable that holds its packages.
+STANDARD_GUARD = (
+    "ptc_packages_installed is not defined or {} | difference(ptc_packages_installed) | length > 0"
+)
 
 
 def _apt_tasks() -> Iterator[tuple[str, Path, dict[str, Any]]]:
@@ -63,9 +70,12 @@ def test_package_task_skips_exactly_when_its_packages_are_installed(
 ) -> None:
     guard = _guard(task)
     assert guard is not None, f"{task_file}: {task['name']!r} has no {GUARD} condition"
-    context = _variables(ROLES)
+    context = task_context(task, _variables(ROLES))
     context.setdefault("hpgmg_fe_enabled", False)
     names = _names(task["ansible.builtin.apt"]["name"], context, str(task_file))
+    # Ansible renders the task's own variables where the condition uses them.
+    for key in task.get("vars") or {}:
+        context[key] = _names(context[key], context, f"{task_file}: vars.{key}")
     assert names
     others = ["not-a-role-package-1", "not-a-role-package-2"]
     # Nothing listed (another play, or a role used alone): the task runs.
@@ -76,6 +86,17 @@ def test_package_task_skips_exactly_when_its_packages_are_installed(
     for missing in names:
         listed = others + [n for n in names if n != missing]
         assert _condition(guard, {**context, GUARD: listed}) is True, missing
+
+
+def test_every_package_task_writes_its_list_once() -> None:
+    """``name`` is one variable and the condition is the standard one over that variable, so
+    the list of packages is written in one place only."""
+    for _role, task_file, task in APT_TASKS:
+        where = f"{task_file}: {task['name']!r}"
+        name = task["ansible.builtin.apt"]["name"]
+        found = re.fullmatch(r"\{\{ ([a-z_]+) \}\}", name) if isinstance(name, str) else None
+        assert found, f"{where}: name is not one variable ({name!r})"
+        assert _guard(task) == STANDARD_GUARD.format(found.group(1)), where
 
 
 def test_every_package_task_refreshes_apt_s_lists_when_they_are_stale() -> None:

@@ -4,8 +4,9 @@ The node image caches these (downloaded, not installed) so a deploy installs for
 the network. Reading them from the roles' apt tasks keeps the cache from drifting: a package a
 role starts to install is cached with the next image, and one no role installs any more drops
 out. A task's ``name`` may be a literal, a list, or a template over role defaults and vars
-(``{{ hpcc_packages }}``); templates are rendered against every role's defaults and vars, with
-the platform taken as Debian (the local testbed's nodes).
+(``{{ hpcc_packages }}``, or a variable of the task itself: ``vars: {__munge_packages: [...]}``);
+templates are rendered against every role's defaults and vars and the task's own vars (and its
+blocks'), with the platform taken as Debian (the local testbed's nodes).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def role_package_sets(roles_dir: Path) -> tuple[tuple[str, ...], tuple[str, ...]
             if args.get("state", "present") == "absent":
                 continue
             where = f"{task_file.relative_to(roles_dir.parent)}: task {task.get('name', '?')!r}"
-            names = _names(args.get("name", args.get("pkg")), context, where)
+            names = _names(args.get("name", args.get("pkg")), task_context(task, context), where)
             if args.get("install_recommends", True) in (False, "false", "no"):
                 plain.update(names)
             else:
@@ -60,13 +61,24 @@ def role_package_sets(roles_dir: Path) -> tuple[tuple[str, ...], tuple[str, ...]
     return tuple(sorted(found)), tuple(sorted(plain - found))
 
 
-def _tasks(items: list[Any]) -> Iterator[dict[str, Any]]:
+def _tasks(
+    items: list[Any], inherited: Mapping[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every task and block, nested ones too; a task in a block has the block's ``vars`` under
+    its own (as Ansible gives them to it)."""
     for item in items:
         if not isinstance(item, dict):
             continue
+        if inherited:
+            item = {**item, "vars": {**inherited, **(item.get("vars") or {})}}
         yield item
         for key in _NESTED:
-            yield from _tasks(item.get(key) or [])
+            yield from _tasks(item.get(key) or [], item.get("vars"))
+
+
+def task_context(task: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """The roles' variables with the task's own ``vars`` over them."""
+    return {**context, **(task.get("vars") or {})}
 
 
 def _variables(roles_dir: Path) -> dict[str, Any]:
