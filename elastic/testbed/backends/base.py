@@ -8,6 +8,7 @@ name.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -108,12 +109,14 @@ class Backend(Protocol):
         ...
 
     # -- the testbed's own machinery, called on the class by the core ------------------------
+    # The defaults fit a testbed that keeps its own count, limits and services (CloudLab's
+    # portal): a backend subclassing this protocol inherits them, and overrides what it owns.
 
     @staticmethod
     def reserved(experiment: str, nodes: Sequence[str]) -> AbstractContextManager[None]:
         """Hold what making ``nodes`` of ``experiment`` takes from the testbed for the block;
         refused (a PtcError naming what is short) before the block when too little is free."""
-        ...
+        return contextlib.nullcontext()
 
     @staticmethod
     def provisioned(
@@ -125,19 +128,16 @@ class Backend(Protocol):
     ) -> None:
         """``run`` on ``nodes`` (powered on, reloaded or allocated by ``action``), part by part
         in the turns the testbed's provisioning limits give."""
-        ...
+        run(nodes)
 
     @staticmethod
     def prepare_services(exp: Experiment) -> None:
         """What the nodes will mount of the host's services, before the first node exists."""
-        ...
 
     @staticmethod
     def start_services(exp: Experiment) -> None:
         """Start the host's services for a ready experiment (none where the testbed has none)."""
-        ...
 
     @staticmethod
     def stop_services(exp: Experiment) -> None:
         """Stop them before the experiment goes; safe when none runs."""
-        ...

@@ -17,12 +17,10 @@ takes the first login SSHes in as the user who owns the key.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import socket
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,7 +31,7 @@ from elastic.events import OnEvent, Reporter
 from elastic.profile import genilib_compat, rspec
 from elastic.profile.namespaces import GENI_NS
 from elastic.profile.topology import Node, Topology
-from elastic.testbed.backends.base import Capabilities
+from elastic.testbed.backends.base import Backend, Capabilities
 from elastic.testbed.backends.cloudlab import nodeops
 from elastic.testbed.backends.cloudlab.slices import slice_name
 from elastic.testbed.change import Change
@@ -59,40 +57,13 @@ def tcp_probe(host: str, port: int, timeout: float) -> bool:
         return False
 
 
-class CloudLabBackend:
+class CloudLabBackend(Backend):
     """``Backend`` for CloudLab. Everything after ``context_path`` exists for tests."""
 
-    # CloudLab makes its nodes itself (keys recorded at first contact), has its own portal and
-    # limits, and its aggregate deletes only whole slices, so nodes do not move.
+    # CloudLab makes its nodes itself (keys recorded at first contact), keeps its own count,
+    # limits and portal (the protocol's default hooks), and its aggregate deletes only whole
+    # slices, so nodes do not move.
     capabilities: ClassVar[Capabilities] = Capabilities()
-
-    # -- the testbed's own machinery: CloudLab keeps its own count and limits ---------------
-
-    @staticmethod
-    def reserved(experiment: str, nodes: Sequence[str]) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    @staticmethod
-    def provisioned(
-        experiment: str,
-        action: str,
-        nodes: list[str],
-        on_event: OnEvent | None,
-        run: Callable[[list[str]], None],
-    ) -> None:
-        run(nodes)
-
-    @staticmethod
-    def prepare_services(exp: Experiment) -> None:
-        pass  # the portal is CloudLab's
-
-    @staticmethod
-    def start_services(exp: Experiment) -> None:
-        pass
-
-    @staticmethod
-    def stop_services(exp: Experiment) -> None:
-        pass
 
     def __init__(
         self,

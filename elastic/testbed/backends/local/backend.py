@@ -30,7 +30,7 @@ from elastic.events import OnEvent, Reporter, Steps
 from elastic.profile import rspec
 from elastic.profile.topology import Login, Node, Topology
 from elastic.testbed import groups, known_hosts, membership
-from elastic.testbed.backends.base import Capabilities
+from elastic.testbed.backends.base import Backend, Capabilities
 from elastic.testbed.backends.local import (
     DOMAIN,
     capacity,
@@ -70,7 +70,7 @@ class Started(NamedTuple):
     port: int  # the SSH port published on 127.0.0.1
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     name = "local"
     capabilities: ClassVar[Capabilities] = Capabilities(
         host_machines=True,
