@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 from elastic import paths
-from elastic.events import OnEvent
-from elastic.testbed.backends.base import Capabilities
+from elastic.testbed.backends.base import Backend, Capabilities
 from elastic.testbed.backends.local import capacity
 from elastic.testbed.backends.local.backend import LocalBackend
-from elastic.testbed.experiment import Experiment
 
 PROFILES = paths.REPO_ROOT / "profiles"
 SLURM_PROFILE = PROFILES / "slurm_cluster.py"
@@ -21,10 +19,10 @@ TEST_PROFILES = PROFILES / "tests"
 RECORDINGS = Path(__file__).parent / "recordings"
 
 
-class StandInBackend:
+class StandInBackend(Backend):
     """What the tests' stand-in backends share with the local testbed: its capabilities and its
     count of machines (so a test sees what `ptc up` would refuse), but no disk images to choose
-    from, no provisioning turns and no host services."""
+    from, no provisioning turns and no host services (the protocol's defaults)."""
 
     capabilities: ClassVar[Capabilities] = replace(
         LocalBackend.capabilities, disk_images=(), control_service=False
@@ -33,25 +31,3 @@ class StandInBackend:
     @staticmethod
     def reserved(experiment: str, nodes: Sequence[str]) -> AbstractContextManager[None]:
         return capacity.reserved(experiment, nodes)
-
-    @staticmethod
-    def provisioned(
-        experiment: str,
-        action: str,
-        nodes: list[str],
-        on_event: OnEvent | None,
-        run: Callable[[list[str]], None],
-    ) -> None:
-        run(nodes)
-
-    @staticmethod
-    def prepare_services(exp: Experiment) -> None:
-        pass
-
-    @staticmethod
-    def start_services(exp: Experiment) -> None:
-        pass
-
-    @staticmethod
-    def stop_services(exp: Experiment) -> None:
-        pass
