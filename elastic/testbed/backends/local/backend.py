@@ -44,6 +44,7 @@ from elastic.testbed.backends.local import (
     podman,
     privileges,
     provisioning,
+    ssh_ports,
 )
 from elastic.testbed.backends.local.control import service as control_service
 from elastic.testbed.change import Change
@@ -251,7 +252,16 @@ class LocalBackend(Backend):
             created = podman.inspect(name)
             for target in privileges.mask_targets(created or {}):
                 target.mkdir(parents=True, exist_ok=True)
-            podman.run("start", name)
+            try:
+                podman.run("start", name)
+            except TestbedError as err:
+                if "address already in use" not in str(err):
+                    raise
+                raise TestbedError(
+                    f"its SSH port {login.hostname}:{login.port} is held by another process "
+                    f"of this host (`ss -ltnp 'sport = :{login.port}'` names it); stop that "
+                    f"process, or `ptc node reload` gives the node a new disk and port"
+                ) from err
             info = podman.inspect(name)
             if info is None or not info["State"]["Running"]:
                 raise TestbedError(f"container {name} did not start")
@@ -568,7 +578,7 @@ class LocalBackend(Backend):
         )
         (geni / "ready").unlink(missing_ok=True)
         exp.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-
+        node_groups = groups.node_groups(node)
         args = [
             "run",
             "--detach",
@@ -581,9 +591,7 @@ class LocalBackend(Backend):
             "--label",
             f"{podman.NODE_LABEL}={node.client_id}",
             *capacity.label_args(),  # the machine it takes from the testbed's count
-            *privileges.container_args(
-                nfs_server=cluster_groups.NFS_SERVER in groups.node_groups(node)
-            ),
+            *privileges.container_args(nfs_server=cluster_groups.NFS_SERVER in node_groups),
             *privileges.cgroup_args(name),
             *privileges.repository_masks(
                 paths.REPO_ROOT,
@@ -592,8 +600,6 @@ class LocalBackend(Backend):
             "--no-hosts",
             "--network",
             "podman",
-            "--publish",
-            "127.0.0.1::22",
             "--volume",
             f"{paths.REPO_ROOT}:{node_paths.REPOSITORY}:ro",
             "--volume",
@@ -612,19 +618,21 @@ class LocalBackend(Backend):
                 host_dir = exp.node_dir(node.client_id) / "blockstores" / store.name
                 host_dir.mkdir(parents=True, exist_ok=True)
                 args += ["--volume", f"{host_dir}:{store.mount}"]
-        try:
-            podman.run(*args, ref, "/sbin/init")
-        except TestbedError:
-            # A directory a mask covers was removed between the check above and runc's mount
-            # (someone's `rm -rf state` meanwhile): the container exists, created but not
-            # started. Make the mount point again and start it, as a power on does.
-            created = podman.inspect(name)
-            missing = [t for t in privileges.mask_targets(created or {}) if not t.is_dir()]
-            if created is None or not missing:
-                raise
-            for target in missing:
-                target.mkdir(parents=True, exist_ok=True)
-            podman.run("start", name)
+        with ssh_ports.allocated() as port:
+            publish = ["--publish", f"{ssh_ports.HOST}:{port}:22"]
+            try:
+                podman.run(*args, *publish, ref, "/sbin/init")
+            except TestbedError:
+                # A directory a mask covers was removed between the check above and runc's
+                # mount (someone's `rm -rf state` meanwhile): the container exists, created but
+                # not started. Make the mount point again and start it, as a power on does.
+                created = podman.inspect(name)
+                missing = [t for t in privileges.mask_targets(created or {}) if not t.is_dir()]
+                if created is None or not missing:
+                    raise
+                for target in missing:
+                    target.mkdir(parents=True, exist_ok=True)
+                podman.run("start", name)
         info = podman.inspect(name)
         if info is None or not info["State"]["Running"]:
             raise TestbedError(f"node {node.client_id}: container {name} did not start")
