@@ -193,7 +193,7 @@ class PlaybookProvisioner:
     ssh_key: Path = Path(node_paths.MESH_KEY)
     known_hosts: Path = Path(node_paths.CLIENT_KNOWN_HOSTS)
     ssh_timeout: float = 20.0
-    node_operation: str = "none"
+    node_operation: str = "power"
     control: PowerControl | None = None
     # Under power: how long a request waits while another operation holds its node, and the
     # lock that makes this head's power changes one at a time (default: beside known_hosts).

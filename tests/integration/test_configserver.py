@@ -44,6 +44,8 @@ from remote import ssh, ssh_background, wait_for
 
 from elastic import node_paths
 from elastic.deploy import secrets
+from elastic.testbed import experiment as experiments
+from elastic.testbed import nodeops
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -296,10 +298,20 @@ def host_keys(container: str) -> list[str]:
     return [line.split()[1] for line in out.splitlines() if len(line.split()) >= 2]
 
 
-def test_a_replaced_head_regains_the_cluster_identity(cluster: Path, ptc: Any) -> None:
+@pytest.fixture
+def pool_awake(cluster: Path) -> Iterator[Path]:
+    """The experiment's nodes powered on and held up for the test: node-0 is a pool node,
+    powered off at rest under the elastic partition's default (power)."""
+    with nodeops.awake(experiments.load(NAME), "test"):
+        yield cluster
+
+
+def test_a_replaced_head_regains_the_cluster_identity(pool_awake: Path, ptc: Any) -> None:
     """Acceptance 4, as in 001 §4.6.4: the head's container and disks are removed, a fresh head
     starts in its place, and a deploy gives it the same munge key and database password from
-    the configuration server; node-0 keeps its key and munged, and runs jobs for the new head."""
+    the configuration server; node-0 (held powered on throughout) keeps its key and munged, and
+    runs jobs for the new head."""
+    cluster = pool_awake
     munge_before = sha("/etc/munge/munge.key", cluster, "node-0")
     db_before = sha(f"{SECRETS}/slurmdbd-db-password", cluster, "head")
     munged_since = ssh(
@@ -369,9 +381,10 @@ def leader(name: str) -> str:
     return found
 
 
-def test_faults_lose_no_acknowledged_write(cluster: Path) -> None:
+def test_faults_lose_no_acknowledged_write(pool_awake: Path) -> None:
     """Acceptance 2: three clients on node-0, ~1000 operations, while the leader's node is
     frozen, a minority member is cut off the LAN, and a member restarts."""
+    cluster = pool_awake
     from support.faults import check, final_state, load, unavailability
 
     from elastic.configserver.access import open_experiment

@@ -2,7 +2,7 @@
 
 Everything is real: slurmctld runs the programs the elastic role installed, the client asks the
 manager (a systemd service on the head) for nodes, has the testbed start their machines (the
-partition's node_operation is power: a pool node at rest is a stopped container), runs the
+partition's node_operation is the default, power: a pool node at rest is a stopped container), runs the
 resume playbook from the head, and slurmd registers; reclamations drain, requeue and release through Slurm. The tests run in file
 order and each leaves every node back in the pool, idle and powered down.
 
@@ -75,9 +75,6 @@ EXTRAVARS = [
     "elastic_pv_interval=5",
     "elastic_notify_interval=10",
     "elastic_max_pv_age=60",
-    # The pool's machines are powered off at rest and on for their jobs (the testbed's
-    # control service): every test below runs with real power cycles.
-    "elastic_node_operation=power",
     # Running jobs may grow and shrink (E-HPC's expand and contract).
     "slurm_job_expansion=true",
 ]
@@ -782,7 +779,8 @@ def machines_running(nodes: list[str]) -> dict[str, bool]:
 def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them(
     leaves_pool_idle: Path,
 ) -> None:
-    """``elastic_node_operation=power``: the pool's machines run only while Slurm uses them.
+    """The default ``elastic_node_operation`` (power): the pool's machines run only while
+    Slurm uses them.
     At rest the free pool's containers are stopped; a job's resume starts exactly its nodes'
     containers through the testbed's control service (the others stay stopped), and the
     suspend stops them again. Checked from the host, not over SSH."""
@@ -1356,7 +1354,7 @@ def _per_job_runs_on_node_0(expdir: Path, ptc: Any, tmp_path: Path) -> None:
 # client and slurm.conf live there). A fresh disk is configured whole at resume, so Slurm waits
 # longer for it.
 RELEASE_VARS = [
-    *(v for v in EXTRAVARS if not v.startswith("elastic_node_operation=")),
+    *EXTRAVARS,
     "elastic_node_operation=release",
     "slurm_power_save_resume_timeout=600",
     # full per-job provisioning: a fresh disk configured whole for each job, parked at its end

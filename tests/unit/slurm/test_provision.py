@@ -119,7 +119,7 @@ def test_configure_timeout_fails_every_node_with_the_output_tail() -> None:
 
 def test_power_off_reports_each_node_that_failed() -> None:
     run = Replay(Completed(0, ""), Completed(255, "ssh: connect to host node-2: No route to host"))
-    prov = PlaybookProvisioner(run=run)
+    prov = PlaybookProvisioner(run=run, node_operation="none")  # only slurmd, over SSH
     with pytest.raises(ProvisionFailed) as caught:
         prov.power_off(["node-1", "node-2"])
     assert list(caught.value.failures) == ["node-2"]
@@ -163,7 +163,7 @@ def world_with_playbook(world):  # type: ignore[no-untyped-def]
         world.client.slurm,
         world.client.manager,
         world.client.policy,
-        provisioner=PlaybookProvisioner(run=run),
+        provisioner=PlaybookProvisioner(run=run, node_operation="none"),
         config=world.client.config,
         clock=world.clock,
         sleep=world.clock.sleep,
@@ -295,7 +295,7 @@ def test_node_operation_is_checked_naming_the_setting(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="node_operation: 'reboot'"):
         from_settings(SlurmClientSettings.load(conf))
-    assert PlaybookProvisioner(run=Replay()).running(["node-1"]) == []
+    assert PlaybookProvisioner(run=Replay(), node_operation="none").running(["node-1"]) == []
 
 
 class BusyControl(FakeControl):
