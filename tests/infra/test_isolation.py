@@ -97,6 +97,19 @@ def test_only_the_nfs_server_may_open_host_files_by_handle(host: Host) -> None:
     )
 
 
+def test_only_the_controller_holds_the_control_credential(host: Host) -> None:
+    """The testbed's control service powers the experiment's nodes: only the node whose Slurm
+    client asks it (the controller) gets its socket and credential."""
+    require_local(host)
+    controller = "slurm_controller" in variables(host).get("group_names", [])
+    out = host.run("test -e /run/ptc-testbed/credential || test -e /run/ptc-testbed/api.sock")
+    held = out.rc == 0
+    assert held == controller, (
+        f"{name_of(host)}: the control service's credential is "
+        f"{'mounted' if held else 'missing'} on {'the' if controller else 'a non-'}controller"
+    )
+
+
 def test_node_sees_no_host_devices(host: Host) -> None:
     require_local(host)
     me = name_of(host)

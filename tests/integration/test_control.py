@@ -216,12 +216,28 @@ def test_refusals_change_nothing(exps: tuple[Path, Path]) -> None:
     assert unknown["status"] == 404 and unknown["body"]["node"] == "node-9"
     assert container_state(OTHER, "solo") == "running"
     assert container_state(NAME, "node-0") == "running"
-    # the other experiment's own credential, presented from its node, cannot act on ours either
-    theirs = in_node(OTHER, "solo", "GET", "/v1/nodes", "-", "mounted")
-    assert theirs["status"] == 200 and list(theirs["body"]["nodes"]) == ["solo"]
+    # The other experiment's credential (its node is no controller, so it has no mount; taken
+    # from the host here) cannot act on ours either.
+    _, other = exps
+    copy = "/root/.other-credential"
+    subprocess.run(
+        ["podman", "exec", "-i", f"ptc-{NAME}-head", "sh", "-c", f"umask 077; cat > {copy}"],
+        input=(other / "control" / "credential").read_text(), text=True, check=True,
+    )  # fmt: skip
+    try:
+        theirs = operate("power_off", ["node-0"], "it-theirs", which=copy)
+    finally:
+        subprocess.run(["podman", "exec", f"ptc-{NAME}-head", "rm", "-f", copy], check=True)
+    assert theirs["status"] == 401 and "credential" in theirs["body"]["detail"], theirs
+    assert container_state(NAME, "node-0") == "running"
+    solo = subprocess.run(
+        ["podman", "exec", f"ptc-{OTHER}-solo", "ls", "/run/ptc-testbed"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert solo.returncode != 0, "a node of no Slurm controller has the control service mounted"
 
 
-def test_a_node_sees_only_its_own_control_directory(exps: tuple[Path, Path]) -> None:
+def test_only_the_controller_sees_its_own_control_directory(exps: tuple[Path, Path]) -> None:
     main, other = exps
     listing = subprocess.run(
         ["podman", "exec", f"ptc-{NAME}-head", "ls", "-A", "/run/ptc-testbed"],
@@ -249,6 +265,12 @@ def test_a_node_sees_only_its_own_control_directory(exps: tuple[Path, Path]) -> 
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert found.returncode == 1 and found.stdout == ""  # 1: searched, not found
+    # A compute node never asks for power: it holds neither the socket nor the credential.
+    compute = subprocess.run(
+        ["podman", "exec", f"ptc-{NAME}-node-0", "ls", "-A", "/run/ptc-testbed"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert compute.returncode != 0 and "No such file" in compute.stderr, compute
 
 
 def test_state_in_the_checkout_is_hidden_from_nodes(exps: tuple[Path, Path]) -> None:

@@ -51,7 +51,7 @@ from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 
 GENI_DIR = "/var/lib/ptc-geni"
-CONTROL_MOUNT = str(control.MOUNT)  # where every node sees the control service
+CONTROL_MOUNT = str(control.MOUNT)  # where the controller sees the control service
 # The stand-in for the kernel NFS mount a container cannot make: the experiment's shared host
 # directory, which the head's NFS-Ganesha exports (the local inventory's nfs_local_shared_root;
 # docs/local-testbed.md, "What runs for real locally, and what does not").
@@ -606,10 +606,12 @@ class LocalBackend(Backend):
             f"{geni}:{GENI_DIR}:ro",
             "--volume",
             f"{shared}:{SHARED_MOUNT}",
-            # the control service's socket and credential, and nothing else of the host's
-            "--volume",
-            f"{exp.control_dir}:{CONTROL_MOUNT}:ro",
         ]
+        if cluster_groups.SLURM_CONTROLLER in node_groups:
+            # The control service's socket and credential, for the Slurm client's provisioner
+            # (the elastic role runs it on the controller): a node that never asks the testbed
+            # for power holds no credential that could.
+            args += ["--volume", f"{exp.control_dir}:{CONTROL_MOUNT}:ro"]
         for share, mount in SHARES.items():
             (shared / share).mkdir(exist_ok=True)
             args += ["--volume", f"{shared / share}:{mount}:nodev,nosuid"]

@@ -1,8 +1,9 @@
 """The testbed's control service: a node asks the host to power its experiment's nodes on or off
 or reload them, as a CloudLab head asks the portal's API.
 
-One service per experiment, HTTP over a unix socket in ``Experiment.control_dir``, which every
-node of the experiment mounts at ``MOUNT``; a per-experiment credential beside it. The service
+One service per experiment, HTTP over a unix socket in ``Experiment.control_dir``, which the
+experiment's Slurm controller mounts at ``MOUNT`` (no other node asks the testbed for power, so
+no other node holds it); a per-experiment credential beside it. The service
 acts only on the nodes of its own experiment and only through ``elastic.testbed.nodeops``. Its
 journal, pid file and log sit in ``Experiment.control_state_dir``, which no node mounts.
 
