@@ -17,8 +17,8 @@ from elastic.manager.client import ReferenceClient
 from elastic.manager.workstation import open_manager
 from elastic.profile import rspec
 from elastic.remote import ssh
+from elastic.testbed import backends, groups, nodeops, power_hold
 from elastic.testbed import experiment as experiments
-from elastic.testbed import groups, nodeops, power_hold
 from elastic.testbed.experiment import Experiment
 
 PLAYBOOK = "site.yml"
@@ -81,6 +81,20 @@ class LiveTestbed:
         if not nodes:
             raise PtcError(f"experiment {exp!r} has no node")
         return nodes[0].client_id
+
+    def moves_nodes(self, exp: str, other: str) -> str | None:
+        lender, borrower = experiments.load(exp), experiments.load(other)
+        if lender.testbed != borrower.testbed:
+            return (
+                f"{exp} is on the {lender.testbed} testbed and {other} on the "
+                f"{borrower.testbed} testbed: a machine moves only within one testbed"
+            )
+        if not backends.capabilities(lender.testbed).moves_nodes:
+            return (
+                f"the {lender.testbed} testbed cannot move a machine from one experiment to "
+                "another (it cannot release and allocate single nodes)"
+            )
+        return None
 
     def release(self, exp: str, node: str) -> None:
         loaded = experiments.load(exp)

@@ -57,6 +57,9 @@ def lend(
     present = set(testbed.nodes(other))
     if taken := [n for n in names if n in present]:
         raise InputError(f"--as: {other} already has a node {', '.join(map(repr, taken))}")
+    if why := testbed.moves_nodes(exp, other):
+        # before the pool acquires anything: an acquisition preempts jobs
+        raise InputError(f"--into: {why}; nothing was acquired")
     like = like_node(testbed, other)
     report = Reporter("lend", on_event)
     report.begin(f"{exp}: acquiring {count} node(s) for {other}")

@@ -51,6 +51,7 @@ class FakeTestbed:
         self.parked_nodes: dict[str, list[str]] = {"a": [], "b": []}
         self.steps: list[tuple[str, ...]] = []
         self.fail_on: tuple[str, ...] | None = None
+        self.unmovable: str | None = None
 
     def _step(self, *step: str) -> None:
         if step == self.fail_on:
@@ -68,6 +69,9 @@ class FakeTestbed:
 
     def head(self, exp: str) -> str:
         return "head"
+
+    def moves_nodes(self, exp: str, other: str) -> str | None:
+        return self.unmovable
 
     def release(self, exp: str, node: str) -> None:
         self._step("release", exp, node)
@@ -127,6 +131,14 @@ def test_lend_refuses_bad_input_before_acquiring(book: LoanBook) -> None:
         lending.lend(pool, tb, book, "a", "b", 1, grace=None, wait=0, names=["x", "y"])
     with pytest.raises(InputError, match="--into"):
         lending.lend(pool, tb, book, "a", "a", 1, grace=None, wait=0)
+    assert set(pool.held.values()) == {"slurm"} and tb.steps == [] and book.all() == {}
+
+
+def test_lend_on_a_testbed_that_cannot_move_nodes_preempts_nothing(book: LoanBook) -> None:
+    pool, tb = FakePool(), FakeTestbed()
+    tb.unmovable = "the cloudlab testbed cannot move a machine from one experiment to another"
+    with pytest.raises(InputError, match=r"--into: the cloudlab testbed cannot move.*nothing was"):
+        lending.lend(pool, tb, book, "a", "b", 1, grace=60, wait=0)
     assert set(pool.held.values()) == {"slurm"} and tb.steps == [] and book.all() == {}
 
 
