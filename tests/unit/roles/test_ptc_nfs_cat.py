@@ -61,6 +61,12 @@ def test_a_client_id_collision_is_retried(tmp_path: Path, error: str) -> None:
     assert calls == 2
 
 
+def test_a_read_cut_short_by_a_takeover_is_retried(tmp_path: Path) -> None:
+    """The takeover can fall between the open and the read: nfs-cat then names no NFS4ERR."""
+    proc, calls = probe(tmp_path, (10, "Failed to read from file"), (0, ""))
+    assert (proc.returncode, calls) == (0, 2), proc.stderr
+
+
 def test_a_refusal_fails_at_once_with_nfs_cats_message(tmp_path: Path) -> None:
     refused = (
         "Failed to mount nfs share : mount_cb: NFS4: PUTROOTFH failed with NFS4ERR_ACCESS(-13)"
