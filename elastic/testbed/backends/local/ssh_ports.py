@@ -76,8 +76,9 @@ def _free_now(port: int) -> bool:
 def choose(
     held: Iterable[int], ephemeral: range, free_now: Callable[[int], bool] = _free_now
 ) -> int:
-    """A port from the candidates that is free now; random so that a port a stopped container
-    of an older ptc left in use is not tried first by everyone."""
+    """A port from the candidates that is free now. Random rather than lowest first, so that a
+    port a removed node just gave up (which some known_hosts may still pin to that node's old
+    keys) is seldom handed to a new node at once."""
     pool = candidates(ephemeral, held)
     random.shuffle(pool)
     for port in pool:
