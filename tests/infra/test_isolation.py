@@ -17,6 +17,9 @@ import pytest
 from conftest import name_of, variables
 from testinfra.host import Host
 
+from elastic.cluster_groups import SLURM_CONTROLLER
+from elastic.testbed.backends.local import control
+
 # Capabilities (bit numbers, linux/capability.h) that would undo the isolation below.
 FORBIDDEN_CAPS = {
     "CAP_MKNOD": 27,  # make device nodes
@@ -101,8 +104,8 @@ def test_only_the_controller_holds_the_control_credential(host: Host) -> None:
     """The testbed's control service powers the experiment's nodes: only the node whose Slurm
     client asks it (the controller) gets its socket and credential."""
     require_local(host)
-    controller = "slurm_controller" in variables(host).get("group_names", [])
-    out = host.run("test -e /run/ptc-testbed/credential || test -e /run/ptc-testbed/api.sock")
+    controller = SLURM_CONTROLLER in variables(host).get("group_names", [])
+    out = host.run(f"test -e {control.CREDENTIAL} || test -e {control.SOCKET}")
     held = out.rc == 0
     assert held == controller, (
         f"{name_of(host)}: the control service's credential is "
