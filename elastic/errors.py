@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class PtcError(Exception):
@@ -35,6 +36,28 @@ class TestbedError(PtcError):
 
     __test__ = False  # not a pytest class, despite the name
     exit_code = 3
+
+
+class NodeControlError(TestbedError):
+    """What powers a node (the local testbed's control service, CloudLab's portal) refused or
+    failed a request, or could not be reached (``status`` None). ``status`` is the HTTP status
+    of the answer: 409 means the node or experiment is busy and the same request may go through
+    later; 401 and 403 a credential refused. ``node`` and ``step`` say where, when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        node: str | None = None,
+        step: str | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.node = node
+        self.step = step
+        self.body = body or {}
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,10 @@ class Provisioner(Protocol):
         one in between; returns them."""
         ...
 
+    def check(self) -> str:
+        """What powers the nodes, checked now (its credential accepted); in words."""
+        ...
+
 
 class NoProvisioner:
     """Nodes that are always up and already configured (a CloudLab pool with a full image)."""
@@ -92,6 +96,9 @@ class NoProvisioner:
         self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
     ) -> list[str]:
         return []
+
+    def check(self) -> str:
+        return "nothing powers the pool's machines: they stay up"
 
 
 @dataclass(frozen=True)

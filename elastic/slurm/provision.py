@@ -48,12 +48,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from elastic import atomic, node_paths
-from elastic.errors import DeployError, InputError, RemoteError, TaskFailure
+from elastic.errors import DeployError, InputError, NodeControlError, RemoteError, TaskFailure
 from elastic.remote import ssh
+from elastic.testbed.backends.cloudlab.portal import PortalControl, PortalSettings
 from elastic.testbed.backends.local import control as testbed_control
-from elastic.testbed.backends.local.control.client import ControlClient, ControlError
+from elastic.testbed.backends.local.control.client import ControlClient
 
 NODE_OPERATIONS = ("none", "power", "reload", "release")
+# What may carry the operations out (``node_control``'s kind), the default first.
+NODE_CONTROLS = ("testbed", "cloudlab_portal")
 # The settings under which a resume gives the node a fresh disk (new host keys, no software).
 FRESH_DISK = ("reload", "release")
 # What each call to the testbed leaves a node as, when it succeeds.
@@ -76,7 +79,15 @@ Run = Callable[[Sequence[str], float], Completed]
 
 
 class PowerControl(Protocol):
-    """The testbed's control service as the provisioner uses it (``ControlClient``)."""
+    """What powers the pool's machines, as the provisioner uses it: the local testbed's control
+    service (``ControlClient``) or CloudLab's portal (``PortalControl``). ``operations``: the
+    node operations it can carry out; ``check``: refuse a credential it would be refused with,
+    and say what it reaches."""
+
+    @property
+    def operations(self) -> tuple[str, ...]: ...
+
+    def check(self) -> str: ...
 
     def power_on(self, nodes: list[str], request_id: str) -> dict[str, Any]: ...
 
@@ -211,6 +222,20 @@ class PlaybookProvisioner:
             )
         if self.node_operation != "none" and self.control is None:
             self.control = ControlClient()
+        if self.control is not None and self.node_operation != "none":
+            offered = tuple(self.control.operations)
+            if self.node_operation not in offered:
+                raise InputError(
+                    f"provisioner: node_operation: {self.node_operation!r} is not offered by "
+                    f"the node control in use (it offers {', '.join(offered)})"
+                )
+
+    def check(self) -> str:
+        """What powers the pool, checked now: its credential accepted and not broader than
+        allowed; in words. Raises the control's error otherwise."""
+        if self.node_operation == "none" or self.control is None:
+            return "node_operation none: the pool's machines stay up, nothing powers them"
+        return self.control.check()
 
     @contextlib.contextmanager
     def _power_lock(self) -> Iterator[None]:
@@ -243,19 +268,19 @@ class PlaybookProvisioner:
         while True:
             try:
                 return action(list(nodes), f"{step.replace(' ', '-')}-{uuid.uuid4()}")
-            except ControlError as err:
+            except NodeControlError as err:
                 if err.status == 409 and self.clock() < deadline:
                     self.sleep(1.0)
                     continue
                 where = f"{step} (testbed{', ' + err.step if err.step else ''})"
                 raise ProvisionFailed(where, self._left_out(step, nodes, err)) from err
 
-    def _left_out(self, step: str, nodes: Sequence[str], err: ControlError) -> dict[str, str]:
+    def _left_out(self, step: str, nodes: Sequence[str], err: NodeControlError) -> dict[str, str]:
         assert self.control is not None
         want = _LEAVES[step]
         try:
             states = self.control.nodes() if err.status is not None else {}
-        except ControlError:
+        except NodeControlError:
             states = {}
         failed = {
             n: str(err)
@@ -339,7 +364,7 @@ class PlaybookProvisioner:
         assert self.control is not None
         try:
             pinned = self.control.hosts()
-        except ControlError as err:
+        except NodeControlError as err:
             raise ProvisionFailed("power on (host keys)", dict.fromkeys(nodes, str(err))) from err
         self._trust({"hosts": {n: pinned[n] for n in nodes if n in pinned}}, nodes, fresh=False)
 
@@ -495,6 +520,7 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
         "node_operation",
         "control_socket",
         "control_credential",
+        "node_control",
     }
     unknown = sorted(set(extra) - known)
     if unknown:
@@ -505,12 +531,7 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
     if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
         raise InputError("provisioner: playbook_command: expected a list of strings")
     operation = str(extra.get("node_operation", PlaybookProvisioner.node_operation))
-    control = None
-    if operation != "none":
-        control = ControlClient(
-            Path(extra.get("control_socket", testbed_control.SOCKET)),
-            Path(extra.get("control_credential", testbed_control.CREDENTIAL)),
-        )
+    control = node_control(extra) if operation != "none" else None
     try:
         given = {key: convert(extra[key]) for key, convert in _SETTINGS.items() if key in extra}
         return PlaybookProvisioner(
@@ -518,3 +539,23 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
         )
     except (TypeError, ValueError) as err:
         raise InputError(f"provisioner: {err}") from err
+
+
+def node_control(extra: dict[str, Any]) -> PowerControl:
+    """What powers the pool, from the client's settings: ``node_control: {kind: testbed}`` (the
+    default: the local testbed's control service, at ``control_socket`` with
+    ``control_credential``) or ``{kind: cloudlab_portal, url, token_file, experiment, ...}``."""
+    raw = extra.get("node_control") or {"kind": "testbed"}
+    if not isinstance(raw, dict):
+        raise InputError("provisioner: node_control: expected a mapping with a kind")
+    kind = str(raw.get("kind", NODE_CONTROLS[0]))
+    if kind == "testbed":
+        return ControlClient(
+            Path(extra.get("control_socket", testbed_control.SOCKET)),
+            Path(extra.get("control_credential", testbed_control.CREDENTIAL)),
+        )
+    if kind == "cloudlab_portal":
+        return PortalControl(PortalSettings.from_mapping(raw, "provisioner: node_control"))
+    raise InputError(
+        f"provisioner: node_control: kind: {kind!r} is not one of {', '.join(NODE_CONTROLS)}"
+    )

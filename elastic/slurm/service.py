@@ -321,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elastic.slurm")
     parser.add_argument("--config", type=Path, default=Path(node_paths.SLURM_CLIENT_CONFIG))
     parser.add_argument(
-        "action", choices=["serve", "resume", "suspend", "resume-fail", "rebalance"]
+        "action",
+        choices=["serve", "resume", "suspend", "resume-fail", "rebalance", "check-node-control"],
     )
     parser.add_argument("hostlist", nargs="?", default="")
     parser.add_argument("--sites", type=Path, help="rebalance: the sites file")
@@ -342,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
                 return status
             time.sleep(args.every)
     settings = SlurmClientSettings.load(args.config)
+    if args.action == "check-node-control":  # at deploy: the answer goes to the deployer
+        try:
+            print(load_provisioner(settings.provisioner, settings).check())
+        except PtcError as err:
+            print(f"check-node-control: {err}", file=sys.stderr)
+            return err.exit_code
+        return 0
     _setup_logging(settings, to_file=args.action != "serve")
     try:
         if args.action == "serve":  # the endpoint carries the manager's token: HTTPS only

@@ -811,6 +811,125 @@ def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them
     )
 
 
+# -- a CloudLab head powering its own nodes, through the FAKE portal ------------------------
+PORTAL = "127.0.0.1:8790"
+PORTAL_DIR = "/root/ptc-fake-portal"
+PORTAL_UNIT = "ptc-fake-cloudlab-portal"
+PORTAL_UUID = "3f5e0a6c-0000-4000-8000-00000000c1ab"
+
+
+def portal_operations(expdir: Path) -> list[tuple[str, str]]:
+    """What the FAKE portal on the head was asked to do, in order: (node, start|stop)."""
+    out = ssh(expdir, "head", f"cat {PORTAL_DIR}/operations.jsonl 2>/dev/null || true").stdout
+    return [(e["node"], e["operation"]) for e in map(json.loads, out.splitlines())]
+
+
+@pytest.fixture
+def through_the_portal(leaves_pool_idle: Path, ptc: Any, tmp_path: Path) -> Iterator[Path]:
+    """The experiment as a CloudLab one whose head powers its nodes through the Portal API: the
+    FAKE portal (tests/support/fake_cloudlab_portal.py) runs on the head's loopback and carries
+    each start and stop out on the local testbed's machine; the head is deployed with
+    elastic_node_control=cloudlab_portal and a token scoped to the experiment. Afterwards the
+    head is deployed back as the module had it."""
+    expdir = leaves_pool_idle
+    token, broad = (f"fake-{kind}-{time.time_ns()}" for kind in ("scoped", "global"))
+    later = "2099-01-01T00:00:00+00:00"
+    config = {
+        "experiment": {"id": PORTAL_UUID, "project": "ptc", "name": NAME},
+        "tokens": {
+            token: {"scope": "experiment", "scope_value": PORTAL_UUID, "expires_at": later},
+            broad: {"scope": "global", "scope_value": None, "expires_at": later},
+        },
+    }
+    config_file = f"{PORTAL_DIR}/config.json"
+    done = execute(
+        expdir / "inventory/ssh_config",
+        "head",
+        f"install -d -m 0700 {PORTAL_DIR} && umask 077 && cat > {config_file} && "
+        f"printf %s {shlex.quote(broad)} > {PORTAL_DIR}/global.token",
+        stdin=json.dumps(config),
+        timeout=60,
+    )
+    check(done, label="writing the fake portal's configuration on the head")
+    repo = node_paths.REPOSITORY
+    ssh(
+        expdir,
+        "head",
+        f"systemd-run --unit {PORTAL_UNIT} --collect "
+        f"-p Environment=PYTHONPATH={repo}:{repo}/tests "
+        f"{node_paths.ELASTIC_VENV}/bin/python {repo}/tests/support/fake_cloudlab_portal.py "
+        f"--config {config_file} --log {PORTAL_DIR}/operations.jsonl --listen {PORTAL}",
+    )
+    (tmp_path / "portal.token").write_text(token)
+    (tmp_path / "portal.token").chmod(0o600)
+    portal_vars = [
+        "elastic_node_control=cloudlab_portal",
+        f"elastic_cloudlab_portal_url=http://{PORTAL}",
+        f"elastic_cloudlab_portal_token_src={tmp_path / 'portal.token'}",
+        f"elastic_cloudlab_experiment=ptc,{NAME}",
+    ]
+    try:
+        deployed = ptc("deploy", NAME, "--limit", "head",
+                       *itertools.chain.from_iterable(("-e", v) for v in EXTRAVARS + portal_vars))  # fmt: skip
+        assert deployed.returncode == 0, deployed.stderr[-4000:]
+        yield expdir
+    finally:
+        ssh(expdir, "head", "scancel -u ptc", check=False)
+        with contextlib.suppress(AssertionError):
+            wait_for("every node back in the pool", lambda: all_back_in_pool(expdir), 240, 5)
+        back = ptc("deploy", NAME, "--limit", "head",
+                   *itertools.chain.from_iterable(("-e", v) for v in EXTRAVARS))  # fmt: skip
+        ssh(expdir, "head", f"systemctl stop {PORTAL_UNIT}; rm -rf {PORTAL_DIR}", check=False)
+        assert back.returncode == 0, back.stderr[-4000:]
+
+
+def test_through_the_cloudlab_portal_a_job_starts_a_stopped_node_and_the_suspend_stops_it(
+    through_the_portal: Path,
+) -> None:
+    """A head that reaches its nodes only through CloudLab's Portal API (the FAKE portal, which
+    maps each operation onto the local testbed's machine): the deploy accepted the token scoped
+    to the experiment; a job's resume asks the portal to start a stopped node, whose machine
+    then runs, and the job completes; the suspend asks it to stop the node, and its machine
+    stops. A token of global scope is refused by the check the deploy runs, naming it."""
+    expdir = through_the_portal
+    client = ssh(expdir, "head", f"cat {node_paths.SLURM_CLIENT_CONFIG}").stdout
+    assert "kind: cloudlab_portal" in client, client
+    wait_for(
+        "the pool's machines stopped at rest",
+        lambda: not any(machines_running(NODES).values()),
+        120,
+        5,
+    )
+    before = portal_operations(expdir)
+    job_id = sbatch(expdir, "-N1", until_mark("portal", "hostname"))
+    info = wait_for(
+        f"job {job_id} to run", lambda: (j := job(expdir, job_id)).get("JobState") == "RUNNING" and j,
+        300,
+    )  # fmt: skip
+    (node,) = expand(expdir, info["NodeList"])
+    assert machines_running([node])[node]
+    assert portal_operations(expdir)[len(before) :] == [(node, "start")]
+    mark(expdir, "portal")
+    done = completed(expdir, job_id, 240)
+    assert done["exit"] == "0:0", done
+    wait_for("the node back in the pool", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 120)
+    wait_for(f"{node}'s machine stopped", lambda: not machines_running([node])[node], 120, 5)
+    assert portal_operations(expdir)[len(before) :] == [(node, "start"), (node, "stop")]
+    # the deploy's check, with a token of global scope instead
+    refused = ssh(
+        expdir,
+        "head",
+        f"sed 's#^  token_file: .*#  token_file: {PORTAL_DIR}/global.token#' "
+        f"{node_paths.SLURM_CLIENT_CONFIG} > {PORTAL_DIR}/broad.yml && "
+        f"PYTHONPATH={node_paths.REPOSITORY} {node_paths.ELASTIC_VENV}/bin/python -m elastic.slurm "
+        f"--config {PORTAL_DIR}/broad.yml check-node-control",
+        check=False,
+    )
+    assert refused.returncode == 3, refused
+    said = " ".join(refused.stderr.split())
+    assert f"the CloudLab portal token in {PORTAL_DIR}/global.token has scope 'global'" in said
+
+
 # -- a pool across two sites: the thesis's Ch. 2 downscaling, live on Slurm ----------------
 CHEAP, DEAR = ["node-0", "node-1"], ["node-2", "node-3"]
 SITES = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -32,8 +33,10 @@ from elastic.manager.core import ManagerConfig
 from elastic.manager.service import DEFAULT_TTL
 from elastic.paths import REPO_ROOT
 from elastic.policies import DEFAULT_DOWNSCALING_POLICY
+from elastic.slurm import provision
 from elastic.slurm.provision import PlaybookProvisioner
 from elastic.slurm.service import SlurmClientSettings
+from elastic.testbed.backends.cloudlab import portal
 from elastic.testbed.backends.local import backend, control
 from elastic.testbed.groups import KNOWN_GROUPS
 
@@ -247,6 +250,37 @@ def test_the_elastic_role_checks_for_the_control_service_where_the_testbed_mount
 ) -> None:
     checked = task_values(ELASTIC_ROLE / "tasks" / "client.yml", ("path",), elastic_role)
     assert str(control.SOCKET) in checked
+
+
+def test_the_portal_settings_the_role_writes_are_the_ones_the_provisioner_reads(
+    elastic_role: dict[str, Any],
+) -> None:
+    """The slurm client's ``node_control`` block under elastic_node_control=cloudlab_portal,
+    rendered with the role's defaults, builds the portal control with the portal's own default
+    URL and the token where the role installs it; the role's choices are the provisioner's."""
+    text = (ELASTIC_ROLE / "templates" / "slurm-client.yml.j2").read_text()
+    block = text[text.index("{% if elastic_node_control == 'cloudlab_portal' %}") :]
+    block = block[: block.index("{% endif %}") + len("{% endif %}")]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["to_json"] = json.dumps
+    env.filters["bool"] = bool
+    context = {
+        **elastic_role,
+        "elastic_node_control": "cloudlab_portal",
+        "elastic_cloudlab_experiment": "ptc,pool",
+    }
+    written = yaml.safe_load(env.from_string(block).render(context))
+    built = provision.node_control(written)
+    assert isinstance(built, portal.PortalControl)
+    assert built.settings.url == portal.DEFAULT_URL
+    assert (
+        built.settings.token_file == Path(node_paths.ELASTIC_TOKENS_DIR) / "cloudlab-portal.token"
+    )
+    assert (built.settings.experiment, built.settings.allow_broad_token) == ("ptc,pool", False)
+    specs = load_yaml(ELASTIC_ROLE / "meta" / "argument_specs.yml")
+    options = specs["argument_specs"]["main"]["options"]
+    assert options["elastic_node_control"]["choices"] == list(provision.NODE_CONTROLS)
+    assert options["elastic_node_control"]["default"] == provision.NODE_CONTROLS[0]
 
 
 # -- the other roles, the inventories, the profile and the node overlay ---------------------------

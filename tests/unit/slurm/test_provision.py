@@ -194,6 +194,8 @@ class FakeControl:
     """The testbed's control service as the provisioner sees it: records each request, keeps
     the machines' states, and refuses like the service when told to."""
 
+    operations: tuple[str, ...] = ("power", "reload", "release")
+
     def __init__(self, states: dict[str, str], refuse: ControlError | None = None) -> None:
         self.states = states
         self.refuse = refuse
@@ -211,6 +213,9 @@ class FakeControl:
 
     def power_off(self, nodes: list[str], request_id: str) -> dict[str, Any]:
         return self._do("power_off", nodes, request_id, "stopped")
+
+    def check(self) -> str:
+        return f"{len(self.states)} nodes"
 
     def nodes(self) -> dict[str, str]:
         return dict(self.states)

@@ -22,7 +22,7 @@ from testbed_support import RECORDINGS, SLURM_PROFILE
 
 from elastic.errors import PtcError
 from elastic.profile import genilib_compat, rspec
-from elastic.testbed.backends.cloudlab import CloudLabBackend
+from elastic.testbed.backends.cloudlab.backend import CloudLabBackend
 from elastic.testbed.change import Change
 from elastic.testbed.experiment import Experiment
 

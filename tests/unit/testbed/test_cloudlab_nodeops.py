@@ -24,7 +24,8 @@ from testbed_support import SLURM_PROFILE
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import Event, Kind, collect
 from elastic.profile import genilib_compat, rspec
-from elastic.testbed.backends.cloudlab import CloudLabBackend, host_keys
+from elastic.testbed.backends.cloudlab import host_keys
+from elastic.testbed.backends.cloudlab.backend import CloudLabBackend
 from elastic.testbed.experiment import Experiment
 
 SLIVER = {

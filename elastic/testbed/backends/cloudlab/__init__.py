@@ -1,5 +1,5 @@
-"""CloudLab: geni-lib's aggregate API against one CloudLab site."""
+"""CloudLab: geni-lib's aggregate API against one CloudLab site (``backend``), and the Portal
+API through which an experiment's head powers its own nodes (``portal``).
 
-from elastic.testbed.backends.cloudlab.backend import SITES, CloudLabBackend
-
-__all__ = ["SITES", "CloudLabBackend"]
+Nothing is imported here: the head's virtualenv runs ``portal`` without geni-lib or lxml.
+"""

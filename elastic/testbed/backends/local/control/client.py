@@ -13,33 +13,21 @@ from typing import Any
 
 import httpx
 
-from elastic.errors import TestbedError
+from elastic.errors import NodeControlError
 from elastic.testbed.backends.local.control import CREDENTIAL, SOCKET
 from elastic.testbed.backends.local.control.sockpath import SocketPath
 
 RETRY_PAUSE = 0.5
 
 
-class ControlError(TestbedError):
+class ControlError(NodeControlError):
     """The control service refused or failed a request, or could not be reached (status None)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        node: str | None = None,
-        step: str | None = None,
-        body: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.node = node
-        self.step = step
-        self.body = body or {}
 
 
 class ControlClient:
+    # The node operations the service carries out (the provisioner's node_operation).
+    operations: tuple[str, ...] = ("power", "reload", "release")
+
     def __init__(
         self,
         socket: Path = SOCKET,
@@ -66,6 +54,11 @@ class ControlClient:
 
     def allocate(self, nodes: Sequence[str], request_id: str) -> dict[str, Any]:
         return self._operate("allocate", nodes, request_id)
+
+    def check(self) -> str:
+        """The service answers this credential; what it reaches, in words."""
+        count = len(self.nodes())
+        return f"the testbed's control service at {self.socket}: this experiment's {count} nodes"
 
     def nodes(self) -> dict[str, str]:
         states: dict[str, str] = self._request("GET", "/v1/nodes")["nodes"]
