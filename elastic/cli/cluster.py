@@ -127,12 +127,14 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
         off = [n for n, s in _power_states(exp).items() if s == "stopped"]
         result = verifier.verify(target, on_event, powered_off=off)
     table = Table(title=f"{exp.name}: tests/infra", show_header=True)
-    for column in ("node", "check", "result", "why skipped"):
+    for column in ("node", "check", "result", "why"):
         table.add_column(column)
-    # A skip that applies to its node is shown with its reason: "passed" means checked.
+    # A skip that applies to its node, and a known hole, are shown with their reason: "passed"
+    # means checked.
     for r in sorted(result.results, key=lambda r: (r.node, r.check)):
         if r.applies:
-            table.add_row(r.node, r.check, r.outcome, r.message if r.outcome == "skipped" else "")
+            why = r.message if r.outcome in ("skipped", "known") else ""
+            table.add_row(r.node, r.check, r.outcome, why)
     console.print(table)
     err_console.print(f"[green]verified[/] {result.describe()}; run: {result.run_dir}")
 

@@ -100,6 +100,65 @@ def test_only_the_nfs_server_may_open_host_files_by_handle(host: Host) -> None:
     )
 
 
+# Run as root on the node: for each file given, on a filesystem of the host (ext2/3/4, whose root
+# directory is inode 2, generation 0), ask for the root directory by handle
+# (open_by_handle_at, the "shocker" escape), with the file as the mount reference. Prints one line
+# per file: "ESCAPED <file> <entries>", "refused <file> <errno>" or "unchecked <file> <why>".
+SHOCKER = r"""
+import ctypes, ctypes.util, errno, os, struct, sys
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+class Handle(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint), ("type", ctypes.c_int), ("f", ctypes.c_ubyte * 128)]
+def err():
+    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+for path in sys.argv[1:]:
+    own, mount_id = Handle(128), ctypes.c_int()
+    if libc.name_to_handle_at(-100, path.encode(), ctypes.byref(own), ctypes.byref(mount_id), 0):
+        print("unchecked", path, "no-handle-" + err()); continue
+    if own.type != 1:
+        print("unchecked", path, "handle-type-%d" % own.type); continue
+    root = Handle(8, 1)
+    for i, b in enumerate(struct.pack("<II", 2, 0)):
+        root.f[i] = b
+    ref = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    got = libc.open_by_handle_at(ref, ctypes.byref(root), os.O_RDONLY | os.O_DIRECTORY)
+    os.close(ref)
+    if got < 0:
+        print("refused", path, err()); continue
+    print("ESCAPED", path, ",".join(sorted(os.listdir("/proc/self/fd/%d" % got))[:6]))
+"""
+HOST_FILESYSTEMS = {"ext2", "ext3", "ext4"}
+
+
+def test_root_on_the_node_cannot_open_the_host_filesystem_by_handle(host: Host) -> None:
+    """The open_by_handle_at escape, tried for real from root on the node through every mount of
+    a host filesystem it has (the repository, its shares, podman's files): reading the host's
+    root directory must be refused. A node holding CAP_DAC_READ_SEARCH succeeds; NFS-Ganesha's
+    VFS backend needs it, so the NFS server node is known to escape (docs/security.md, "What
+    root on a node can still do"), and that node's result is checked to stay what is known."""
+    require_local(host)
+    me = name_of(host)
+    reachable = sorted(
+        point for _root, point, _options, fstype in mounts(host) if fstype in HOST_FILESYSTEMS
+    )
+    if not reachable:
+        pytest.skip(f"{me}: no mount of an ext2/3/4 filesystem, the only ones the probe knows")
+    out = host.run(f"python3 -c {shlex.quote(SHOCKER)} {' '.join(map(shlex.quote, reachable))}")
+    assert out.rc == 0, f"{me}: the escape probe did not run: {out.stderr.strip()}"
+    lines = [line.split(" ", 2) for line in out.stdout.splitlines()]
+    tried = [line for line in lines if line[0] in ("ESCAPED", "refused")]
+    if not tried:
+        pytest.skip(f"{me}: no mount gave a handle to try: {out.stdout.strip()}")
+    escaped = [f"{path} (host root: {seen})" for word, path, seen in lines if word == "ESCAPED"]
+    if "nfs_server" in variables(host).get("group_names", []):
+        assert escaped, (
+            f"{me}: the NFS server node no longer escapes by handle ({out.stdout.strip()}): "
+            "update this check and docs/security.md"
+        )
+        pytest.xfail(f"{me}: known, NFS-Ganesha's DAC_READ_SEARCH reaches the host: {escaped[0]}")
+    assert not escaped, f"{me}: root on the node read the host's root by handle: {escaped}"
+
+
 def test_only_the_controller_holds_the_control_credential(host: Host) -> None:
     """The testbed's control service powers the experiment's nodes: only the node whose Slurm
     client asks it (the controller) gets its socket and credential."""

@@ -78,3 +78,25 @@ def test_skips_keep_their_reason_and_are_not_counted_as_passed(tmp_path: Path) -
     ]
     assert [r.check for r in result.skips] == ["accounting_knows_cluster"]
     assert result.describe().startswith("1 passed, 0 failed, 1 skipped, 1 not applicable")
+
+
+KNOWN = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="2">
+<testcase classname="test_isolation" name="test_escape[ansible://head]" time="0.1">
+  <skipped type="pytest.xfail" message="head: known, the NFS server reaches the host">x</skipped>
+</testcase>
+<testcase classname="test_isolation" name="test_escape[ansible://node-0]" time="0.1"/>
+</testsuite></testsuites>
+"""
+
+
+def test_an_expected_failure_is_a_known_hole_with_its_reason_not_a_pass(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(KNOWN)
+    result = VerifyResult(tmp_path, 1.0, parse_junit(path))
+    assert [(r.node, r.outcome, r.message) for r in result.results] == [
+        ("head", "known", "head: known, the NFS server reaches the host"),
+        ("node-0", "passed", ""),
+    ]
+    assert result.failures == [] and result.skips == []
+    assert result.describe().startswith("1 passed, 0 failed, 1 known to fail, 0 not applicable")
