@@ -134,8 +134,8 @@ def test_root_on_the_node_cannot_open_the_host_filesystem_by_handle(host: Host) 
     """The open_by_handle_at escape, tried for real from root on the node through every mount of
     a host filesystem it has (the repository, its shares, podman's files): reading the host's
     root directory must be refused. A node holding CAP_DAC_READ_SEARCH succeeds; NFS-Ganesha's
-    VFS backend needs it, so the NFS server node is known to escape (docs/security.md, "What
-    root on a node can still do"), and that node's result is checked to stay what is known."""
+    VFS backend needs it, so the NFS server node is known to escape (docs/security.md, "Node
+    isolation on the local testbed"), and that node's result is checked to stay what is known."""
     require_local(host)
     me = name_of(host)
     reachable = sorted(
