@@ -220,6 +220,15 @@ def test_settings_are_checked_naming_the_field(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="unknown setting 'tokn'"):
         PortalSettings.from_mapping({**base, "tokn": 1}, "node_control")
     assert PortalSettings.from_mapping(base, "x").url == "https://boss.emulab.net:43794"
+    # the controller's geni-get slice_urn, read as the portal's project,name
+    urn = "urn:publicid:IDN+emulab.net:ptc-research+slice+pool"
+    assert PortalSettings.from_mapping({**base, "experiment": urn}, "x").experiment == (
+        "ptc-research,pool"
+    )
+    with pytest.raises(InputError, match=r"node_control: experiment: 'urn:publicid:IDN\+emulab"):
+        PortalSettings.from_mapping(
+            {**base, "experiment": "urn:publicid:IDN+emulab.net+slice+pool"}, "node_control"
+        )
 
 
 class Settings:

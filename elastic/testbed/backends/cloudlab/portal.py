@@ -93,7 +93,7 @@ class PortalSettings:
         return cls(
             url=url,
             token_file=Path(str(raw["token_file"])),
-            experiment=str(raw["experiment"]).strip(),
+            experiment=experiment_id(str(raw["experiment"]).strip(), f"{where}: experiment"),
             allow_broad_token=bool(raw.get("allow_broad_token", False)),
             timeout=timeout,
             poll_interval=poll,
@@ -314,6 +314,22 @@ class PortalControl:
         raise NodeControlError(
             f"{where}: HTTP {status}: {said}", status=status, node=node, step=step, body=body
         )
+
+
+def experiment_id(given: str, where: str) -> str:
+    """The portal's name for an experiment: a UUID or ``project,name`` as given, or read from
+    the slice URN a node's ``geni-get slice_urn`` prints
+    (``urn:publicid:IDN+emulab.net:PROJECT[:SUBGROUP]+slice+NAME``)."""
+    if not given.startswith("urn:publicid:IDN+"):
+        return given
+    parts = given.removeprefix("urn:publicid:IDN+").split("+")
+    authority = parts[0].split(":")
+    if len(parts) != 3 or parts[1] != "slice" or len(authority) < 2 or not parts[2]:
+        raise InputError(
+            f"{where}: {given!r} is not a slice URN of a project's experiment "
+            "(urn:publicid:IDN+SITE:PROJECT+slice+NAME)"
+        )
+    return f"{authority[1]},{parts[2]}"
 
 
 def _time(value: Any) -> dt.datetime | None:
