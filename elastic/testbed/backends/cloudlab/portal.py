@@ -61,15 +61,7 @@ class PortalSettings:
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any], where: str) -> PortalSettings:
-        known = {
-            "kind",
-            "url",
-            "token_file",
-            "experiment",
-            "allow_broad_token",
-            "timeout",
-            "poll_interval",
-        }
+        known = {"kind", *cls.__dataclass_fields__}
         if unknown := sorted(set(raw) - known):
             raise InputError(f"{where}: unknown setting {unknown[0]!r} (known: {sorted(known)})")
         for key in ("token_file", "experiment"):
@@ -114,11 +106,12 @@ class PortalControl:
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.settings = settings
-        self._transport = transport
         self._sleep = sleep
         self._clock = clock
         self._now = now
         self._checked = False
+        # one connection pool for every call: an operation polls the portal every few seconds
+        self._http = httpx.Client(base_url=settings.url, transport=transport, timeout=60.0)
 
     # -- the credential ------------------------------------------------------------------
     def _token(self) -> str:
@@ -278,10 +271,7 @@ class PortalControl:
         headers = {"X-Api-Token": self._token(), "Accept": "application/json"}
         where = f"CloudLab portal {self.settings.url}: {method} {path}"
         try:
-            with httpx.Client(
-                base_url=self.settings.url, transport=self._transport, timeout=60.0
-            ) as client:
-                answer = client.request(method, path, headers=headers)
+            answer = self._http.request(method, path, headers=headers)
         except httpx.HTTPError as err:
             raise NodeControlError(f"{where}: {err}", node=node, step=step) from err
         try:
