@@ -35,9 +35,7 @@ def test_parse_junit_names_node_and_check(tmp_path: Path) -> None:
 
 
 def test_failure_report_lists_each_failure(tmp_path: Path) -> None:
-    path = tmp_path / "junit.xml"
-    path.write_text(JUNIT)
-    result = VerifyResult(tmp_path, 1.0, parse_junit(path))
+    result = verified(tmp_path, JUNIT)
     report = failure_report(target(tmp_path), result, 1)
     assert "node-1: munge_active: node-1: munge is not running" in report
     assert "1 passed, 1 failed, 1 not applicable" in report
@@ -48,6 +46,13 @@ def test_run_directories_never_collide(tmp_path: Path, monkeypatch: pytest.Monke
     t = target(tmp_path)
     first, second = t.new_run_dir("site"), t.new_run_dir("site")
     assert first != second and first.is_dir() and second.is_dir()
+
+
+def verified(tmp_path: Path, junit: str) -> VerifyResult:
+    """What ``ptc verify`` makes of a JUnit report with the text ``junit``."""
+    path = tmp_path / "junit.xml"
+    path.write_text(junit)
+    return VerifyResult(tmp_path, 1.0, parse_junit(path))
 
 
 def target(root: Path) -> Target:
@@ -68,9 +73,7 @@ SKIPS = """<?xml version="1.0" encoding="utf-8"?>
 
 
 def test_skips_keep_their_reason_and_are_not_counted_as_passed(tmp_path: Path) -> None:
-    path = tmp_path / "junit.xml"
-    path.write_text(SKIPS)
-    result = VerifyResult(tmp_path, 1.0, parse_junit(path))
+    result = verified(tmp_path, SKIPS)
     assert [(r.check, r.outcome, r.message, r.applies) for r in result.results] == [
         ("accounting_knows_cluster", "skipped", "no accounting daemon in this cluster", True),
         ("slurmdbd_active", "skipped", "node-0 is not in slurm_dbd", False),
@@ -91,9 +94,7 @@ KNOWN = """<?xml version="1.0" encoding="utf-8"?>
 
 
 def test_an_expected_failure_is_a_known_hole_with_its_reason_not_a_pass(tmp_path: Path) -> None:
-    path = tmp_path / "junit.xml"
-    path.write_text(KNOWN)
-    result = VerifyResult(tmp_path, 1.0, parse_junit(path))
+    result = verified(tmp_path, KNOWN)
     assert [(r.node, r.outcome, r.message) for r in result.results] == [
         ("head", "known", "head: known, the NFS server reaches the host"),
         ("node-0", "passed", ""),
