@@ -842,15 +842,16 @@ def through_the_portal(leaves_pool_idle: Path, ptc: Any, tmp_path: Path) -> Iter
         },
     }
     config_file = f"{PORTAL_DIR}/config.json"
-    done = execute(
-        expdir / "inventory/ssh_config",
-        "head",
-        f"install -d -m 0700 {PORTAL_DIR} && umask 077 && cat > {config_file} && "
-        f"printf %s {shlex.quote(broad)} > {PORTAL_DIR}/global.token",
-        stdin=json.dumps(config),
-        timeout=60,
-    )
-    check(done, label="writing the fake portal's configuration on the head")
+    # over stdin, like any credential: never on a command line
+    for path, text in ((config_file, json.dumps(config)), (f"{PORTAL_DIR}/global.token", broad)):
+        done = execute(
+            expdir / "inventory/ssh_config",
+            "head",
+            f"install -d -m 0700 {PORTAL_DIR} && umask 077 && cat > {path}",
+            stdin=text,
+            timeout=60,
+        )
+        check(done, label=f"writing the fake portal's {path} on the head")
     repo = node_paths.REPOSITORY
     ssh(
         expdir,
