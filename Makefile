@@ -6,7 +6,7 @@ VENV        ?= .venv
 PY          := $(VENV)/bin/python
 PTC         := $(VENV)/bin/ptc
 SYSTEM_PY   ?= /usr/bin/python3
-APT_PACKAGES := podman runc debootstrap uidmap iptables iproute2 openssh-client \
+APT_PACKAGES := podman runc debootstrap uidmap iptables iproute2 openssh-client e2fsprogs mount \
                 python3-venv python3-dev gcc git rsync etcd-server etcd-client lua5.1
 DEMO_NAME   ?= demo
 DEMO_NODES  ?= 2
@@ -44,11 +44,14 @@ image: venv
 demo: setup
 	$(PTC) demo --name $(DEMO_NAME) --nodes $(DEMO_NODES)
 
-# Integration modules run three at a time (pytest-xdist, one worker per module or shared-cluster
+# Integration modules run four at a time (pytest-xdist, one worker per module or shared-cluster
 # group): their time is mostly spent waiting on Slurm timers, SSH and systemd, not on the CPUs.
-# The elastic module's two groups each keep a worker busy for most of the run; the run ends with
-# the seconds per group and per worker, to balance them by.
-TEST_WORKERS ?= 3
+# The elastic module's two groups each keep a worker busy for the whole run, the other two share
+# the rest; the run ends with the seconds per group and per worker, to balance them by.
+TEST_WORKERS ?= 4
+# The unit tests run on two workers; rich draws their tables at a fixed width, whichever test
+# first imports the CLI.
+UNIT_WORKERS ?= 2
 INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=0 --durations-min=10
 
 # The node images (several minutes on a fresh machine) build in the background while lint and
@@ -61,7 +64,7 @@ test: apt venv
 	$(PTC) image build > $(IMAGE_LOG) 2>&1 & images=$$!; \
 	trap 'kill $$images 2>/dev/null' EXIT; \
 	$(MAKE) --no-print-directory lint || exit $$?; \
-	$(PY) -m pytest -p no:cacheprovider tests/unit; rc=$$?; \
+	COLUMNS=200 $(PY) -m pytest -p no:cacheprovider -n $(UNIT_WORKERS) tests/unit; rc=$$?; \
 	if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi; \
 	echo ">> waiting for the node images"; \
 	if ! wait $$images; then echo "node image build failed:"; tail -40 $(IMAGE_LOG); exit 1; fi; \
@@ -71,7 +74,7 @@ test: apt venv
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-unit: venv
-	$(PY) -m pytest tests/unit; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
+	COLUMNS=200 $(PY) -m pytest -n $(UNIT_WORKERS) tests/unit; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
 test-integration: setup
 	$(PY) -m pytest $(INTEGRATION_ARGS) tests/integration; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc

@@ -83,6 +83,7 @@ def deploy(
     exp = experiments.load(experiment)
     target = Target.of_experiment(exp)
     extravars = parse_extravars(extra)
+    control_cli.ensure(exp)  # the roles reach the testbed's services (the local file server)
     with draw.progress(err_console) as on_event, nodeops.awake(exp, "deploy", on_event):
         result = runner.deploy(
             target,

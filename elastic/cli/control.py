@@ -9,6 +9,7 @@ from rich.console import Console
 
 from elastic.errors import InputError
 from elastic.testbed import experiment as experiments
+from elastic.testbed import lifecycle
 from elastic.testbed.backends.local.control import service
 from elastic.testbed.experiment import Experiment
 
@@ -31,9 +32,11 @@ def _served(name: str) -> Experiment:
 
 
 def ensure(exp: Experiment) -> None:
-    """Restart the experiment's control service if it died (saying so); quiet otherwise."""
+    """Restart the experiment's control service if it died (saying so), and the testbed's other
+    services of it (the local file server); quiet otherwise."""
     if service.ensure_running(exp):
         err_console.print(f"control service of {exp.name} was not running: started it")
+    lifecycle.start_services(exp)
 
 
 @app.command()

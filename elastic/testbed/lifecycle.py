@@ -31,6 +31,13 @@ def backend_for(exp: Experiment, on_event: OnEvent | None = None) -> Backend:
     return backends.get(exp.testbed, exp.site, on_event)
 
 
+def start_services(exp: Experiment, on_event: OnEvent | None = None) -> None:
+    """Start what the testbed runs on its host for a ready experiment and is not running (after
+    a host restart, say): nothing when all runs, or the testbed runs none."""
+    if not exp.adopted and exp.state == State.READY:
+        backend_for(exp, on_event).start_services(exp)
+
+
 def up(
     profile: Path,
     params: Mapping[str, str],

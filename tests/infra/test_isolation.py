@@ -17,8 +17,9 @@ import pytest
 from conftest import name_of, variables
 from testinfra.host import Host
 
+from elastic import node_paths
 from elastic.cluster_groups import SLURM_CONTROLLER
-from elastic.testbed.backends.local import control
+from elastic.testbed.backends.local import control, fileserver
 
 # Capabilities (bit numbers, linux/capability.h) that would undo the isolation below.
 FORBIDDEN_CAPS = {
@@ -89,14 +90,27 @@ def mounts(host: Host) -> list[tuple[str, str, str, str]]:
 CAP_DAC_READ_SEARCH = 2  # open_by_handle_at: read a host filesystem past a mount of it
 
 
-def test_only_the_nfs_server_may_open_host_files_by_handle(host: Host) -> None:
-    """NFS-Ganesha needs open_by_handle_at; any other node with it could read past a mount."""
+def test_no_node_may_open_host_files_by_handle(host: Host) -> None:
+    """open_by_handle_at reads past a mount to the rest of its filesystem: NFS-Ganesha, which
+    needs it, runs in the experiment's file server, not on a node."""
     require_local(host)
-    serves = "nfs_server" in variables(host).get("group_names", [])
     held = bool(capabilities(host) & (1 << CAP_DAC_READ_SEARCH))
-    assert held == serves, (
-        f"{name_of(host)}: CAP_DAC_READ_SEARCH {'held' if held else 'missing'}, "
-        f"{'an' if serves else 'not an'} NFS server"
+    assert not held, f"{name_of(host)}: holds CAP_DAC_READ_SEARCH"
+
+
+def test_the_shares_are_a_filesystem_of_their_own(host: Host) -> None:
+    """The file server opens handles anywhere on its exports' filesystem, whatever a client
+    sends: that filesystem must hold the experiment's shares only, not the host's files."""
+    require_local(host)
+    me = name_of(host)
+    out = host.run(f"stat -L -c '%d %n' {fileserver.SHARED_MOUNT} /home {node_paths.REPOSITORY}")
+    assert out.rc == 0, f"{me}: cannot stat the shares: {out.stderr.strip()}"
+    device = {name: dev for dev, name in (line.split(" ", 1) for line in out.stdout.splitlines())}
+    assert device["/home"] == device[fileserver.SHARED_MOUNT], (
+        f"{me}: /home is not on the experiment's share filesystem"
+    )
+    assert device[fileserver.SHARED_MOUNT] != device[node_paths.REPOSITORY], (
+        f"{me}: the shares are on the host's filesystem (the one the repository is on)"
     )
 
 
@@ -133,9 +147,8 @@ HOST_FILESYSTEMS = {"ext2", "ext3", "ext4"}
 def test_root_on_the_node_cannot_open_the_host_filesystem_by_handle(host: Host) -> None:
     """The open_by_handle_at escape, tried for real from root on the node through every mount of
     a host filesystem it has (the repository, its shares, podman's files): reading the host's
-    root directory must be refused. A node holding CAP_DAC_READ_SEARCH succeeds; NFS-Ganesha's
-    VFS backend needs it, so the NFS server node is known to escape (docs/security.md, "Node
-    isolation on the local testbed"), and that node's result is checked to stay what is known."""
+    root directory must be refused. A node holding CAP_DAC_READ_SEARCH would succeed
+    (docs/security.md, "Node isolation on the local testbed")."""
     require_local(host)
     me = name_of(host)
     reachable = sorted(
@@ -150,12 +163,6 @@ def test_root_on_the_node_cannot_open_the_host_filesystem_by_handle(host: Host) 
     if not tried:
         pytest.skip(f"{me}: no mount gave a handle to try: {out.stdout.strip()}")
     escaped = [f"{path} (host root: {seen})" for word, path, seen in lines if word == "ESCAPED"]
-    if "nfs_server" in variables(host).get("group_names", []):
-        assert escaped, (
-            f"{me}: the NFS server node no longer escapes by handle ({out.stdout.strip()}): "
-            "update this check and docs/security.md"
-        )
-        pytest.xfail(f"{me}: known, NFS-Ganesha's DAC_READ_SEARCH reaches the host: {escaped[0]}")
     assert not escaped, f"{me}: root on the node read the host's root by handle: {escaped}"
 
 

@@ -22,6 +22,13 @@ def shares(host: Host) -> list[dict[str, str]]:
     return list(value) if isinstance(value, list) else DEFAULT_SHARES
 
 
+def nfs_server(host: Host) -> str:
+    """The host that serves NFS: the inventory's ptc_nfs_server when it names one (the local
+    testbed's file server), else the first of the group nfs_server."""
+    named = str(variables(host).get("ptc_nfs_server", ""))
+    return named if named and "{" not in named else group(host, "nfs_server")[0]
+
+
 def cluster_user(host: Host) -> str:
     return str(cluster_var(host, "common_cluster_user", "ptc"))
 
@@ -29,6 +36,17 @@ def cluster_user(host: Host) -> str:
 def test_nfs_server_running(host: Host) -> None:
     require_group(host, "nfs_server")
     backend = variables(host).get("nfs_server_backend", "kernel")
+    if backend == "external":
+        server = nfs_server(host)
+        out = host.run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{server}/2049'")
+        assert out.rc == 0, (
+            f"{name_of(host)}: the NFS server {server} does not answer on port 2049: "
+            f"{out.stderr.strip()}"
+        )
+        assert not host.service("nfs-ganesha").is_running, (
+            f"{name_of(host)}: runs NFS-Ganesha itself although {server} serves its exports"
+        )
+        return
     service = "nfs-ganesha" if backend == "ganesha" else "nfs-server"
     assert host.service(service).is_running, f"{name_of(host)}: {service} is not running"
     assert (
@@ -57,7 +75,7 @@ def test_export_served_over_nfs(host: Host) -> None:
     require_group(host, "nfs_client")
     if variables(host).get("nfs_client_mount_method", "kernel") != "local_bind":
         pytest.skip(f"{name_of(host)}: a kernel NFS mount (its mount check covers the export)")
-    server = group(host, "nfs_server")[0]
+    server = nfs_server(host)
     for share in shares(host):
         url = f"nfs://{server}{share['path']}/.ptc-export?version=4"
         out = host.run(f"ptc-nfs-cat '{url}'")
@@ -72,7 +90,7 @@ def test_export_squashes_root(host: Host) -> None:
     if variables(host).get("nfs_client_mount_method", "kernel") != "local_bind":
         # Kernel clients: the mount itself enforces it, and there is no libnfs there.
         pytest.skip(f"{name_of(host)}: a kernel NFS mount, root squashing is the server's")
-    server = group(host, "nfs_server")[0]
+    server = nfs_server(host)
     me = name_of(host)
     target = f"/home/.ptc-root-squash-{me}"
     out = host.run(f"nfs-cp /etc/hostname 'nfs://{server}{target}?version=4'")

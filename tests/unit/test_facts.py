@@ -37,7 +37,7 @@ from elastic.slurm import provision
 from elastic.slurm.provision import PlaybookProvisioner
 from elastic.slurm.service import SlurmClientSettings
 from elastic.testbed.backends.cloudlab import portal
-from elastic.testbed.backends.local import backend, control
+from elastic.testbed.backends.local import backend, control, fileserver
 from elastic.testbed.groups import KNOWN_GROUPS
 
 ROLES = REPO_ROOT / "roles"
@@ -303,12 +303,13 @@ def test_the_other_roles_paths_are_node_paths() -> None:
 
 def test_the_shares_are_where_the_testbed_mounts_them() -> None:
     cluster = load_yaml(REPO_ROOT / "inventories" / "group_vars" / "all" / "cluster.yml")
-    assert {s["name"]: s["path"] for s in cluster["ptc_shares"]} == backend.SHARES
+    assert {s["name"]: s["path"] for s in cluster["ptc_shares"]} == fileserver.SHARES
     assert cluster["ptc_software_prefix"] == node_paths.SHARED_SOFTWARE
     for role, key in (("nfs_server", "nfs_server_exports"), ("nfs_client", "nfs_client_mounts")):
-        assert {s["name"]: s["path"] for s in role_context(role)[key]} == backend.SHARES
+        assert {s["name"]: s["path"] for s in role_context(role)[key]} == fileserver.SHARES
     local = load_yaml(REPO_ROOT / "inventories" / "group_vars" / "local.yml")
-    assert local["nfs_local_shared_root"] == backend.SHARED_MOUNT
+    assert local["nfs_local_shared_root"] == fileserver.SHARED_MOUNT
+    assert local["ptc_nfs_server"] == fileserver.HOSTNAME
 
 
 def test_the_mesh_key_is_the_one_the_startup_script_installs() -> None:

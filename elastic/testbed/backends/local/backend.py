@@ -37,6 +37,7 @@ from elastic.testbed.backends.local import (
     control,
     etc_hosts,
     features,
+    fileserver,
     host_limits,
     image,
     links,
@@ -52,15 +53,6 @@ from elastic.testbed.experiment import Experiment
 
 GENI_DIR = "/var/lib/ptc-geni"
 CONTROL_MOUNT = str(control.MOUNT)  # where the controller sees the control service
-# The stand-in for the kernel NFS mount a container cannot make: the experiment's shared host
-# directory, which the head's NFS-Ganesha exports (the local inventory's nfs_local_shared_root;
-# docs/local-testbed.md, "What runs for real locally, and what does not").
-SHARED_MOUNT = "/ptc-testbed/shared"
-# The exports' directories inside it, mounted where the NFS roles expect them: a node holds no
-# capability to mount (docs/security.md, "Node isolation on the local testbed"), so the roles
-# only check these.
-SHARES = {"home": "/home", "opt-ptc": node_paths.SHARED_SOFTWARE}
-
 BOOT_TIMEOUT = 120.0
 EXECUTE_TIMEOUT = 300.0
 STOP_GRACE = 10  # seconds systemd has to shut a node down before podman kills it
@@ -103,15 +95,19 @@ class LocalBackend(Backend):
 
     @staticmethod
     def prepare_services(exp: Experiment) -> None:
-        control_service.prepare(exp)  # the credential exists before any node mounts it
+        # What nodes mount exists before any node does: the credential, the share filesystem.
+        control_service.prepare(exp)
+        fileserver.prepare(exp)
 
     @staticmethod
     def start_services(exp: Experiment) -> None:
         control_service.start(exp)
+        fileserver.start(exp)
 
     @staticmethod
     def stop_services(exp: Experiment) -> None:
         control_service.stop(exp)
+        fileserver.stop(exp)
 
     def __init__(self, site: str | None = None, on_event: OnEvent | None = None) -> None:
         if site:
@@ -122,8 +118,17 @@ class LocalBackend(Backend):
     # -- Backend protocol -------------------------------------------------------------------
 
     def preflight(self) -> None:
-        missing = [t for t in ("podman", "runc", "debootstrap", "ip", "nsenter", "ssh-keygen")
-                   if shutil.which(t) is None]  # fmt: skip
+        tools = (
+            "podman",
+            "runc",
+            "debootstrap",
+            "ip",
+            "nsenter",
+            "ssh-keygen",
+            "mkfs.ext4",
+            "mount",
+        )
+        missing = [t for t in tools if shutil.which(t) is None]
         if missing:
             raise TestbedError(f"the local testbed needs {', '.join(missing)}: run `make setup`")
         if os.geteuid() != 0:
@@ -166,6 +171,7 @@ class LocalBackend(Backend):
             privileges.release_cgroup(name)
         if left:
             raise TestbedError(f"could not remove containers of {exp.name!r}: {', '.join(left)}")
+        fileserver.release(exp)  # nothing holds the share filesystem any more
         links.stop(exp.dir)
         links.stop_strays(exp.name)
         network.delete_namespace(exp.name)
@@ -220,6 +226,7 @@ class LocalBackend(Backend):
         xml = exp.manifest()
         by_id = {n.client_id: n for n in manifest.nodes}
         wires = network.plan(manifest)
+        fileserver.prepare(exp)  # what the nodes bind-mount, mounted again after a host restart
         steps = Steps(self.report, f"powering on {', '.join(nodes)}", len(nodes))
         for node in nodes:
             _, state = _container(exp, node, "power on")
@@ -488,8 +495,8 @@ class LocalBackend(Backend):
         steps: Steps,
     ) -> dict[str, Started]:
         """Start a container per node."""
+        fileserver.prepare(exp)  # mounted again if the host restarted since
         shared = exp.shared_dir
-        shared.mkdir(parents=True, exist_ok=True)
         started: dict[str, Started] = {}
         for node in nodes:
             steps.status(f"starting {node.client_id}")
@@ -591,7 +598,7 @@ class LocalBackend(Backend):
             "--label",
             f"{podman.NODE_LABEL}={node.client_id}",
             *capacity.label_args(),  # the machine it takes from the testbed's count
-            *privileges.container_args(nfs_server=cluster_groups.NFS_SERVER in node_groups),
+            *privileges.container_args(),
             *privileges.cgroup_args(name),
             *privileges.repository_masks(
                 paths.REPO_ROOT,
@@ -605,15 +612,17 @@ class LocalBackend(Backend):
             "--volume",
             f"{geni}:{GENI_DIR}:ro",
             "--volume",
-            f"{shared}:{SHARED_MOUNT}",
+            f"{shared}:{fileserver.SHARED_MOUNT}",
         ]
         if cluster_groups.SLURM_CONTROLLER in node_groups:
             # The control service's socket and credential, for the Slurm client's provisioner
             # (the elastic role runs it on the controller): a node that never asks the testbed
             # for power holds no credential that could.
             args += ["--volume", f"{exp.control_dir}:{CONTROL_MOUNT}:ro"]
-        for share, mount in SHARES.items():
-            (shared / share).mkdir(exist_ok=True)
+        # The stand-in for the kernel NFS mount a container cannot make (a node holds no
+        # capability to mount: docs/security.md, "Node isolation on the local testbed"): the
+        # shares the experiment's file server exports, bind-mounted where the roles expect them.
+        for share, mount in fileserver.SHARES.items():
             args += ["--volume", f"{shared / share}:{mount}:nodev,nosuid"]
         for store in node.blockstores:
             if store.mount:

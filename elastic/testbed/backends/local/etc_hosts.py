@@ -2,13 +2,14 @@
 
 CloudLab names experiment nodes in /etc/hosts; here the testbed writes those names between
 markers of its own, so that `ptc modify` can rewrite them on running nodes without touching
-other lines of the file. The testbed is the only writer of node names: neither the profile's
+other lines of the file. The experiment's file server is named there too (``fileserver``). The testbed is the only writer of node names: neither the profile's
 startup script nor the roles write them.
 """
 
 from __future__ import annotations
 
 from elastic.profile.topology import Topology
+from elastic.testbed.backends.local import fileserver
 from elastic.testbed.backends.local.network import Wire
 
 BASE = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\n"
@@ -29,6 +30,9 @@ def block(manifest: Topology, wires: list[Wire]) -> str:
             names.append(wire.node)
             named.add(wire.node)
         lines.append(f"{wire.address}\t{' '.join(names)}")
+    server = fileserver.address(manifest, wires)
+    if server is not None:
+        lines.append(f"{server.address}\t{fileserver.HOSTNAME}")
     return "\n".join([*lines, END]) + "\n"
 
 

@@ -26,7 +26,7 @@ CAPABILITIES: dict[str, str] = {
     "SETUID": "sshd, su, munged, slurmstepd and services run as their users",
     "SETGID": "the same for groups",
     "SETPCAP": "systemd bounds the capabilities of its services",
-    "NET_BIND_SERVICE": "sshd (22), rpcbind (111) and NFS-Ganesha (2049) bind low ports",
+    "NET_BIND_SERVICE": "sshd (22) and the services the roles run (rpcbind's 111) bind low ports",
     "NET_RAW": "ping across the experiment's LAN (link checks, users)",
     "SYS_CHROOT": "sshd's privilege separation",
     "AUDIT_WRITE": "sshd and PAM record logins",
@@ -45,19 +45,14 @@ CGROUP_CONTROLLERS = ("cpuset", "cpuacct", "memory", "freezer")
 CGROUP_PARENT = "ptc-nodes"
 
 
-# Granted only to the nodes that serve the experiment's shares (group nfs_server): with it,
-# root could open any file of a host filesystem it has a mount of by its handle, reading past
-# the mount's directory, so no other node gets it.
-NFS_SERVER_CAPABILITIES: dict[str, str] = {
-    "DAC_READ_SEARCH": "NFS-Ganesha's VFS backend reopens exported files by handle",
-}
+# No node holds DAC_READ_SEARCH: with it, root could open any file of a host filesystem it has a
+# mount of by its handle (open_by_handle_at), reading past the mount's directory. The NFS server
+# that needs it runs beside the nodes (``fileserver``).
 
 
-def container_args(nfs_server: bool = False) -> list[str]:
-    """The grants a node container starts with (no host devices, no extra options); a node
-    of the group nfs_server also gets NFS_SERVER_CAPABILITIES."""
-    granted = [*CAPABILITIES, *(NFS_SERVER_CAPABILITIES if nfs_server else ())]
-    return ["--cap-drop", "all", "--cap-add", ",".join(granted)]
+def container_args() -> list[str]:
+    """The grants a node container starts with (no host devices, no extra options)."""
+    return ["--cap-drop", "all", "--cap-add", ",".join(CAPABILITIES)]
 
 
 def hybrid_cgroups() -> bool:
