@@ -27,6 +27,7 @@ from ansible_runner.utils import signal_handler
 from elastic import atomic, paths
 from elastic.deploy import first_contact, secrets, stamp
 from elastic.deploy.events import Failure, HostCounts, Tracker
+from elastic.deploy.managed import ManagedPaths
 from elastic.deploy.target import Target
 from elastic.errors import DeployError, NotFoundError, PtcError, RemoteTimeout, TaskFailure
 from elastic.events import OnEvent, Reporter
@@ -117,12 +118,14 @@ def deploy(
     run_dir = target.new_run_dir(book.stem)
     report = Reporter("deploy", on_event)
     tracker = Tracker()
+    managed = ManagedPaths()  # what the stamp keeps of each node, besides its watched trees
     started = time.monotonic()
     report.begin(f"{book.name} on {target.name}" + (f" (limit {limit})" if limit else ""))
 
     def on_ansible_event(event: dict[str, Any]) -> bool:
         task = tracker.task
         tracker.feed(event)
+        managed.feed(event)
         if report:
             if tracker.task != task:
                 report.status(f"{tracker.play} / {tracker.task}")
@@ -200,7 +203,8 @@ def deploy(
     atomic.write_json(run_dir / "summary.json", result.as_dict())
     succeeded = runner.status == "successful" and not result.failed
     if succeeded and limit is None:
-        for host, why in stamp.record(target.ssh_config, hosts, inputs, label).items():
+        kept = {h: managed.of(h) for h in hosts}
+        for host, why in stamp.record(target.ssh_config, hosts, inputs, label, kept).items():
             report.warning(f"{host}: could not record its deploy ({why}): the next one runs")
     report.end(result.describe(), **_progress_data(tracker, started), status=result.status)
     if not succeeded:

@@ -10,11 +10,14 @@ version and the wheels the elastic role installs.
 The next deploy of the same playbook skips Ansible when every node holds a stamp of the same
 fingerprint and nothing on the node moved since:
 
-- no file under the configuration Ansible writes (``/etc``, ``/opt``, ``/usr/local``) and no
-  package (dpkg's status) changed after the stamp; the files a boot writes again (the
-  resolver's, the hostname, ``/etc/hosts``) count as changed only when their contents differ
-  from the stamp's, so a node that was powered off and on (an elastic pool's, all the time)
-  is still up to date;
+- no file under the configuration Ansible writes (``WATCHED``: ``/etc``, ``/opt``, ``/usr/local``
+  on the root filesystem) and no package (dpkg's status) changed after the stamp; the files a
+  boot writes again (the resolver's, the hostname, ``/etc/hosts``) count as changed only when
+  their contents differ from the stamp's, so a node that was powered off and on (an elastic
+  pool's, all the time) is still up to date;
+- every path a task of the run named (``managed``), in those trees or not (spool, log and state
+  directories, the cluster user's home, build trees, a share's files), is still there, of the
+  same type, mode and owner, and a file among them was not modified after the stamp;
 - no service that ran at the stamp has stopped, and no unit failed that had not failed then.
 
 Anything else runs the playbook, naming for each node why. Before a run the stamps are taken
@@ -59,7 +62,14 @@ MAX_PARALLEL = 16
 # The node-side scripts' shared start: systemd's units in a state, as names (none when
 # systemctl cannot answer).
 _UNITS = r"""
-import hashlib, json, os, subprocess, sys
+import hashlib, json, os, stat, subprocess, sys
+
+def signature(path):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid]
 
 def digest(path):
     try:
@@ -79,8 +89,8 @@ def units(*args):
 
 # Runs on the node (python3, which Ansible needs there anyway), from standard input: the
 # stamp, the first watched file newer than it (the stamp's boot files: whose contents differ
-# from the stamp's), the units failed now but not at the stamp, the stamp's services that are
-# not active. Arguments: the stamp's path, then the watched paths.
+# from the stamp's) or managed path that moved, the units failed now but not at the stamp, the
+# stamp's services that are not active. Arguments: the stamp's path, then the watched paths.
 PROBE_SCRIPT = (
     _UNITS
     + r"""
@@ -115,6 +125,15 @@ def newer(paths, since, by_contents):
                     continue
     return ""
 
+def moved(managed, since):
+    for path, was in managed.items():
+        now = signature(path)
+        if now != was:
+            return path
+        if stat.S_ISREG(now[0]) and os.lstat(path).st_mtime > since:
+            return path
+    return ""
+
 stamp_path, watched = sys.argv[1], sys.argv[2:]
 try:
     with open(stamp_path) as f:
@@ -132,25 +151,34 @@ contents = {
     k: v for k, v in (contents if isinstance(contents, dict) else {}).items()
     if isinstance(k, str) and isinstance(v, str)
 }
+managed = stamp.get("managed") if isinstance(stamp, dict) else None
+managed = {
+    k: v for k, v in (managed if isinstance(managed, dict) else {}).items()
+    if isinstance(k, str) and isinstance(v, list)
+}
 active = set(units("list-units", "--type=service", "--state=active"))
 print(json.dumps({
     "stamp": stamp,
-    "newer": newer(watched, since, contents),
+    "newer": newer(watched, since, contents) or moved(managed, since),
     "failed": [u for u in units("list-units", "--state=failed") if u not in listed("failed")],
     "inactive": [s for s in listed("services") if s not in active],
 }))
 """
 )
 
-# Writes the stamp atomically, root-only, with the services active, the units failed now and
-# the digests of the boot files (the arguments after the stamp's path). The record's text is
-# put into the script (standard input), not on a command line the node's users can read.
+# Writes the stamp atomically, root-only, with the services active, the units failed now, the
+# digests of the boot files (the arguments after the stamp's path) and the signature of each
+# managed path the record lists (one that is not there is not kept). The record's text is put
+# into the script (standard input), not on a command line the node's users can read.
 RECORD_SCRIPT = (
     _UNITS
     + r"""
 import tempfile
 stamp_path, record = sys.argv[1], json.loads(RECORD)
 record["contents"] = {path: digest(path) for path in sys.argv[2:]}
+record["managed"] = {
+    path: signature(path) for path in record.get("managed") or [] if signature(path)
+}
 record["services"] = units("list-units", "--type=service", "--state=active")
 # a unit failed at the deploy's end (one the node's container cannot run) is the node's
 # normal: only a unit failing after it is a change
@@ -275,14 +303,25 @@ def clear(ssh_config: Path, hosts: Iterable[str]) -> dict[str, str]:
     return {h: why for h, why in _each(one, list(hosts)) if why}
 
 
-def record(ssh_config: Path, hosts: Iterable[str], wanted: str, playbook: str) -> dict[str, str]:
-    """Stamp every host after a run that succeeded on all of them; {host: why not} where that
-    failed (the deploy itself succeeded: the next one there is simply a full run)."""
-    body = json.dumps({"fingerprint": wanted, "playbook": playbook, "time": time.time()})
-    script = f"RECORD = {body!r}\n" + RECORD_SCRIPT
+def record(
+    ssh_config: Path,
+    hosts: Iterable[str],
+    wanted: str,
+    playbook: str,
+    managed: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, str]:
+    """Stamp every host after a run that succeeded on all of them, with the paths its tasks
+    managed there (``managed``); {host: why not} where that failed (the deploy itself
+    succeeded: the next one there is simply a full run)."""
+    now = time.time()
     command = "python3 - " + " ".join(shlex.quote(a) for a in (STAMP, *BOOT_FILES))
 
     def one(host: str) -> tuple[str, str]:
+        paths_here = list((managed or {}).get(host, ()))
+        body = json.dumps(
+            {"fingerprint": wanted, "playbook": playbook, "time": now, "managed": paths_here}
+        )
+        script = f"RECORD = {body!r}\n" + RECORD_SCRIPT
         try:
             done = ssh.execute(ssh_config, host, command, stdin=script, timeout=TIMEOUT_S)
         except RemoteTimeout:

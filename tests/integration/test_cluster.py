@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import tarfile
@@ -24,7 +25,7 @@ from remote import containers, ssh, ssh_background
 from elastic import node_paths
 from elastic.bench import campaign as campaigns
 from elastic.bench import spec
-from elastic.deploy import runner
+from elastic.deploy import runner, stamp
 from elastic.deploy import verify as verifier
 from elastic.deploy.target import Target
 from elastic.events import Event, Kind, collect
@@ -267,19 +268,27 @@ def test_a_redeploy_with_nothing_changed_skips_ansible_and_a_stopped_service_is_
 ) -> None:
     """After a deploy that succeeded everywhere, `ptc deploy` with the same inputs finds every
     node up to date and runs nothing; a service stopped by hand on one node is named, and the
-    run it causes starts it again."""
+    run it causes starts it again. A path a role made outside the trees the stamp watches whole
+    (its record keeps each path a task named) is seen too, when its mode changes by hand."""
     again, _ = timed(ptc, "deploy", NAME)
     assert again.returncode == 0, again.stderr[-4000:]
     summary = last_summary(deployed)
     assert summary["up_to_date"] is True and summary["status"] == "up to date", summary
     assert "up to date" in again.stderr and "--full" in again.stderr, again.stderr[-2000:]
+    kept = json.loads(ssh(deployed, "head", f"cat {stamp.STAMP}").stdout)["managed"]
+    # slurmdbd's log directory, which its role makes: outside the trees watched whole
+    moved = "/var/log/slurm"
+    assert not any(moved.startswith(t + "/") for t in stamp.WATCHED)
+    assert moved in kept and kept[moved][0] == stat.S_IFDIR, sorted(kept)
+    ssh(deployed, "head", f"chmod {oct(kept[moved][1] ^ 0o005)[2:]} {moved}")
     ssh(deployed, "node-0", "systemctl stop slurmd")
     repaired = ptc("deploy", NAME)
     assert repaired.returncode == 0, repaired.stderr[-4000:]
     summary = last_summary(deployed)
     assert summary["up_to_date"] is False, summary
     assert summary["why_run"] == {  # type: ignore[comparison-overlap]
-        "node-0": "stopped since its last deploy: slurmd.service"
+        "node-0": "stopped since its last deploy: slurmd.service",
+        "head": f"{moved} changed after its last deploy",
     }, summary["why_run"]
     shown = " ".join(repaired.stderr.split())
     assert "ran for node-0: stopped since its last deploy: slurmd.service" in shown, shown[-2000:]

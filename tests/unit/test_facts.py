@@ -12,10 +12,8 @@ other. The last ones fail when a module spells an owned literal again instead of
 from __future__ import annotations
 
 import ast
-import contextlib
 import json
 import re
-import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import jinja2
 import pytest
 import yaml
 from support import probe
+from support.role_vars import render, role_context
 
 from elastic import cluster_groups, node_paths, wire
 from elastic.configserver import election, snapshot
@@ -49,30 +48,6 @@ OVERLAY = REPO_ROOT / "elastic" / "testbed" / "backends" / "local" / "overlay"
 
 def load_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
-
-
-def render(text: str, context: dict[str, Any]) -> str:
-    """``text`` as Ansible renders it, for the plain variables and filters the roles use to
-    build paths; anything else (lookups, groups, host facts) is undefined and raises."""
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters["quote"] = shlex.quote
-    return env.from_string(text).render(context)
-
-
-def role_context(role: str) -> dict[str, Any]:
-    """A role's defaults and vars, each rendered as far as this test can (paths built from
-    other variables are; those needing an inventory or a lookup stay as written)."""
-    context: dict[str, Any] = {"ansible_managed": ""}
-    for part in ("defaults", "vars"):
-        path = ROLES / role / part / "main.yml"
-        if path.is_file():
-            context.update(load_yaml(path) or {})
-    for _ in range(3):  # variables built from variables built from variables
-        for key, value in context.items():
-            if isinstance(value, str) and "{{" in value:
-                with contextlib.suppress(jinja2.TemplateError):
-                    context[key] = render(value, context)
-    return context
 
 
 @pytest.fixture(scope="module")

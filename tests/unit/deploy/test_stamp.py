@@ -86,8 +86,16 @@ def record_here(
     playbook: str = "site.yml",
     env: dict[str, str] | None = None,
     boot_files: tuple[Path, ...] = (),
+    managed: tuple[Path, ...] = (),
 ) -> None:
-    record = json.dumps({"fingerprint": wanted, "playbook": playbook, "time": time.time()})
+    record = json.dumps(
+        {
+            "fingerprint": wanted,
+            "playbook": playbook,
+            "time": time.time(),
+            "managed": [str(p) for p in managed],
+        }
+    )
     script = f"RECORD = {record!r}\n" + stamp.RECORD_SCRIPT
     run_script(script, str(path), *map(str, boot_files), env=env)
 
@@ -175,6 +183,39 @@ def test_a_file_every_boot_writes_again_counts_as_changed_only_when_its_contents
     hosts.write_text("10.10.1.1 head\n10.10.1.9 node-9\n")  # a node more: a run
     os.utime(hosts, (past, past))  # however old it looks
     assert probe_here(path, etc, "f") == f"{hosts} changed after its last deploy"
+
+
+def test_a_managed_path_outside_the_watched_trees_is_kept_to_what_the_run_left(
+    tmp_path: Path,
+) -> None:
+    """A spool directory a service fills, a file a role wrote, both outside /etc: new entries in
+    the directory are the service's; the directory gone, its mode changed or the file rewritten
+    after the deploy mean a run."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    spool, conf = tmp_path / "var" / "spool" / "slurmctld", tmp_path / "var" / "lib" / "x.conf"
+    spool.mkdir(parents=True)
+    spool.chmod(0o750)
+    conf.parent.mkdir(parents=True)
+    conf.write_text("a\n")
+    past = time.time() - 60
+    os.utime(conf, (past, past))
+    never = tmp_path / "never-made"
+    path = tmp_path / "deployed.json"
+    record_here(path, "f", managed=(spool, conf, never))
+    kept = json.loads(path.read_text())["managed"]
+    assert sorted(kept) == sorted([str(spool), str(conf)])  # a path not there is not kept
+    (spool / "job.state").write_text("state\n")  # the service at work
+    assert probe_here(path, etc, "f") == ""
+    spool.chmod(0o755)
+    assert probe_here(path, etc, "f") == f"{spool} changed after its last deploy"
+    spool.chmod(0o750)
+    later = path.stat().st_mtime + 5
+    os.utime(conf, (later, later))
+    assert probe_here(path, etc, "f") == f"{conf} changed after its last deploy"
+    os.utime(conf, (past, past))
+    shutil.rmtree(spool)
+    assert probe_here(path, etc, "f") == f"{spool} changed after its last deploy"
 
 
 def test_an_unreadable_record_or_a_stopped_service_or_a_failed_unit_means_a_run() -> None:
