@@ -30,12 +30,14 @@ from elastic.deploy import verify as verifier
 from elastic.deploy.target import Target
 from elastic.events import Event, Kind, collect
 from elastic.testbed import experiment as experiments
+from elastic.testbed.backends.local import fileserver
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Overridable so that parallel developers' runs on one machine do not collide.
 NAME = experiment_name("cl", "PTC_TEST_CLUSTER_NAME")
 LATE_NODE = "node-2"
+SERVER = fileserver.HOSTNAME  # the experiment's file server, which serves the shares
 HPCC = f"{node_paths.HPCC_PREFIX}/hpcc.sbatch"
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -194,10 +196,11 @@ def test_mpi_through_srun_and_mpirun(deployed: Path) -> None:
     assert "ring ok" in mpirun and "on node-1" in mpirun, mpirun
 
 
-def test_exports_refuse_other_networks(deployed: Path) -> None:
-    """The head's control-network address is outside the allow-list (the cluster LAN)."""
+def test_exports_are_served_on_the_lan_only(deployed: Path) -> None:
+    """The experiment's file server answers on the cluster LAN; nothing serves the exports on
+    the control network (the head's eth0), the head least of all."""
     control = ssh(deployed, "head", "ip -4 -o addr show eth0").stdout.split()[3].split("/")[0]
-    inside = ssh(deployed, "node-0", "ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'")
+    inside = ssh(deployed, "node-0", f"ptc-nfs-cat 'nfs://{SERVER}/home/.ptc-export?version=4'")
     outside = ssh(
         deployed, "node-0", f"ptc-nfs-cat 'nfs://{control}/home/.ptc-export?version=4'", check=False
     )
@@ -217,7 +220,7 @@ def test_nfs_probes_in_lockstep_from_identical_nodes(deployed: Path) -> None:
         f"while [ ! -e {go} ]; do sleep 0.005; done; "
         # A user namespace of its own lets root make the PID namespace: nodes lack SYS_ADMIN.
         "unshare --user --map-root-user --pid --fork "
-        "ptc-nfs-cat 'nfs://head/home/.ptc-export?version=4'"
+        f"ptc-nfs-cat 'nfs://{SERVER}/home/.ptc-export?version=4'"
     )
     failures = []
     for attempt in range(8):
@@ -453,7 +456,8 @@ def test_remove_compute_node_leaves_others_running(
     ssh(deployed, "head", f"scontrol update nodename={LATE_NODE} state=drain reason=removing")
     proc, _ = timed(ptc, "modify", NAME, "--param", "computeNodeCount=2")
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert containers(NAME) == sorted(f"ptc-{NAME}-{n}" for n in ("head", "node-0", "node-1"))
+    nodes = [f"ptc-{NAME}-{n}" for n in ("head", "node-0", "node-1")]
+    assert containers(NAME) == sorted([*nodes, fileserver.container_name(NAME)])
     assert LATE_NODE not in (deployed / "inventory" / "hosts.yml").read_text()
     ports = subprocess.run(
         ["ip", "-n", f"ptc-{NAME}", "-o", "link", "show", "master", "lan0"],
