@@ -86,8 +86,8 @@ def up(
         exp.save()
         atomic.write_bytes(exp.request_path, request_xml)
         _keygen(exp)
-        backend.prepare_services(exp)  # before any node mounts what they serve
         try:
+            backend.prepare_services(exp)  # before any node mounts what they serve
             manifest_xml = backend.create(exp, request)
             atomic.write_bytes(exp.manifest_path, manifest_xml)
             write_inventory(exp)

@@ -70,6 +70,28 @@ def test_failed_up_is_cleaned_up_and_forgotten(monkeypatch: pytest.MonkeyPatch) 
     assert not experiments.exists("broken")
 
 
+class UnpreparedBackend(FailingBackend):
+    """A backend whose host services cannot be prepared (no loop device for the shares, say)."""
+
+    @staticmethod
+    def prepare_services(exp: Experiment) -> None:
+        raise PtcError("the file server's shares: mount failed")
+
+    def create(self, exp: Experiment, request: Topology) -> bytes:
+        raise AssertionError("no node may be made when what they mount is not there")
+
+
+def test_services_that_cannot_be_prepared_fail_the_up_and_leave_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    backend = UnpreparedBackend(delete_fails=False)
+    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
+    with pytest.raises(PtcError, match="mount failed"):
+        lifecycle.up(PROFILE, {}, "unprepared")
+    assert backend.deleted
+    assert not experiments.exists("unprepared")
+
+
 def test_failed_cleanup_keeps_the_record_for_ptc_down(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         lifecycle.backends, "get", lambda *a, **k: FailingBackend(delete_fails=True)
