@@ -229,6 +229,10 @@ def start(exp: Experiment) -> Address | None:
     ns = network.namespace(exp.name)
     bridge = f"lan{at.lan_index}"
     cidr = f"{at.address}/{at.prefixlen}"
+    # A bridge takes the lowest MAC address of its ports unless given one: every pool node that
+    # powers off or on would change it, and the nodes would send to the old one until their ARP
+    # entries expire (seconds without NFS). Given one, it keeps it.
+    network.ip("-n", ns, "link", "set", bridge, "address", network.mac(exp.name, f"{bridge}:nfs"))
     shown = subprocess.run(["ip", "-n", ns, "-o", "addr", "show", "dev", bridge],
                            capture_output=True, text=True, check=False)  # fmt: skip
     if f" {cidr} " not in shown.stdout:
