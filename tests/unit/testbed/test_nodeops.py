@@ -118,6 +118,7 @@ class Wiring:
     applied: list[tuple[list[links.Shaped], dict[str, int]]] = field(default_factory=list)
     released: list[set[str]] = field(default_factory=list)
     ssh_waits: list[tuple[str, int, str]] = field(default_factory=list)
+    prepared: list[str] = field(default_factory=list)  # experiments whose shares were mounted
 
 
 def made(name: str, profile: Path, params: dict[str, str]) -> tuple[Experiment, Topology]:
@@ -170,6 +171,9 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> tuple[FakePodman, Wiring]:
     monkeypatch.setattr(local.links, "apply", apply)
     monkeypatch.setattr(local.links, "release", release)
     monkeypatch.setattr(local, "_wait_for_ssh", wait_for_ssh)
+    # the share filesystem is a real loop mount (test_local_fileserver.py mounts one); these
+    # nodes are fake, and nothing here may leave a mount behind
+    monkeypatch.setattr(local.fileserver, "prepare", lambda exp: wiring.prepared.append(exp.name))
     # the namespace's leftover veth ends are deleted with `ip`; nothing to delete here
     monkeypatch.setattr(
         local,
