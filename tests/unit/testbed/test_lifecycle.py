@@ -61,15 +61,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_failed_up_is_cleaned_up_and_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
-    backend = FailingBackend(delete_fails=False)
-    monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
-    with pytest.raises(PtcError, match="boot failed"):
-        lifecycle.up(PROFILE, {}, "broken")
-    assert backend.deleted
-    assert not experiments.exists("broken")
-
-
 class UnpreparedBackend(FailingBackend):
     """A backend whose host services cannot be prepared (no loop device for the shares, say)."""
 
@@ -81,15 +72,20 @@ class UnpreparedBackend(FailingBackend):
         raise AssertionError("no node may be made when what they mount is not there")
 
 
-def test_services_that_cannot_be_prepared_fail_the_up_and_leave_nothing(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("backend_type", "failure"),
+    [(FailingBackend, "boot failed"), (UnpreparedBackend, "mount failed")],
+    ids=["nodes-fail", "services-cannot-be-prepared"],
+)
+def test_failed_up_is_cleaned_up_and_forgotten(
+    monkeypatch: pytest.MonkeyPatch, backend_type: type[FailingBackend], failure: str
 ) -> None:
-    backend = UnpreparedBackend(delete_fails=False)
+    backend = backend_type(delete_fails=False)
     monkeypatch.setattr(lifecycle.backends, "get", lambda *a, **k: backend)
-    with pytest.raises(PtcError, match="mount failed"):
-        lifecycle.up(PROFILE, {}, "unprepared")
+    with pytest.raises(PtcError, match=failure):
+        lifecycle.up(PROFILE, {}, "broken")
     assert backend.deleted
-    assert not experiments.exists("unprepared")
+    assert not experiments.exists("broken")
 
 
 def test_failed_cleanup_keeps_the_record_for_ptc_down(monkeypatch: pytest.MonkeyPatch) -> None:
