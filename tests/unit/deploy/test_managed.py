@@ -3,7 +3,6 @@ path the roles write either named there or under a tree the stamp watches whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -12,6 +11,7 @@ from support.role_vars import render, role_context
 from elastic.deploy import stamp
 from elastic.deploy.managed import PATH_ARGS, WRITERS, ManagedPaths
 from elastic.paths import REPO_ROOT
+from elastic.testbed.backends.local.role_packages import _tasks
 
 
 def ok(host: str, res: Any, action: str = "ansible.builtin.file") -> dict[str, Any]:
@@ -55,28 +55,14 @@ def test_what_ran_elsewhere_was_skipped_or_is_hidden_names_nothing() -> None:
     assert seen.of("head") == []
 
 
-# Task keywords (not modules), and the keys that nest tasks.
+# Task keywords (not modules): what is left of a task is its module.
 _KEYWORDS = {
     "name", "when", "loop", "loop_control", "register", "notify", "tags", "become",
     "become_user", "vars", "no_log", "changed_when", "failed_when", "delegate_to", "run_once",
     "environment", "check_mode", "ignore_errors", "until", "retries", "delay", "listen", "args",
     "async", "poll", "diff", "throttle", "any_errors_fatal", "module_defaults", "timeout",
-    "delegate_facts", "local_action", "with_items", "with_dict",
+    "delegate_facts", "local_action", "with_items", "with_dict", "block", "rescue", "always",
 }  # fmt: skip
-_NESTING = ("block", "rescue", "always")
-
-
-def _tasks(node: Any, inherited: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _tasks(item, inherited)
-    elif isinstance(node, dict):
-        if any(k in node for k in _NESTING):
-            keep = {k: node[k] for k in ("no_log", "delegate_to") if k in node}
-            for key in _NESTING:
-                yield from _tasks(node.get(key) or [], {**inherited, **keep})
-        else:
-            yield {**inherited, **node}
 
 
 def _named_paths(task: dict[str, Any]) -> list[str]:
@@ -107,7 +93,7 @@ def test_every_path_a_role_writes_is_named_in_its_result_or_watched_whole() -> N
         role = tasks_dir.parent.name
         context = role_context(role)
         for tasks_file in sorted(tasks_dir.glob("*.yml")):
-            for task in _tasks(yaml.safe_load(tasks_file.read_text()) or [], {}):
+            for task in _tasks(yaml.safe_load(tasks_file.read_text()) or []):
                 if not task.get("no_log") or task.get("delegate_to") or "local_action" in task:
                     continue
                 for path in _named_paths(task):
@@ -126,7 +112,7 @@ def test_the_check_finds_tasks_that_name_paths() -> None:
         p
         for tasks_dir in (REPO_ROOT / "roles").glob("*/tasks")
         for f in tasks_dir.glob("*.yml")
-        for t in _tasks(yaml.safe_load(f.read_text()) or [], {})
+        for t in _tasks(yaml.safe_load(f.read_text()) or [])
         for p in _named_paths(t)
     ]
     assert len(named) > 50

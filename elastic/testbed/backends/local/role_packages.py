@@ -23,6 +23,8 @@ from elastic.errors import PtcError
 
 _APT_MODULES = {"ansible.builtin.apt", "apt", "ansible.builtin.package", "package"}
 _NESTED = ("block", "rescue", "always")
+# What a block passes down to its tasks besides its variables.
+_BLOCK_KEYWORDS = ("no_log", "delegate_to")
 PLATFORM_FACTS = {
     "distribution": "Debian",
     "distribution_major_version": "12",
@@ -65,15 +67,22 @@ def _tasks(
     items: list[Any], inherited: Mapping[str, Any] | None = None
 ) -> Iterator[dict[str, Any]]:
     """Every task and block, nested ones too; a task in a block has the block's ``vars`` under
-    its own (as Ansible gives them to it)."""
+    its own, and the block's ``no_log`` and ``delegate_to`` unless it sets them (as Ansible gives
+    them to it)."""
     for item in items:
         if not isinstance(item, dict):
             continue
         if inherited:
-            item = {**item, "vars": {**inherited, **(item.get("vars") or {})}}
+            outer_vars = inherited.get("vars") or {}
+            item = {
+                **{k: v for k, v in inherited.items() if k != "vars"},
+                **item,
+                "vars": {**outer_vars, **(item.get("vars") or {})},
+            }
         yield item
         for key in _NESTED:
-            yield from _tasks(item.get(key) or [], item.get("vars"))
+            passed = {k: item[k] for k in ("vars", *_BLOCK_KEYWORDS) if k in item}
+            yield from _tasks(item.get(key) or [], passed)
 
 
 def task_context(task: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
