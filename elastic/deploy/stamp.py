@@ -177,7 +177,7 @@ import tempfile
 stamp_path, record = sys.argv[1], json.loads(RECORD)
 record["contents"] = {path: digest(path) for path in sys.argv[2:]}
 record["managed"] = {
-    path: signature(path) for path in record.get("managed") or [] if signature(path)
+    path: kept for path in record.get("managed") or [] if (kept := signature(path))
 }
 record["services"] = units("list-units", "--type=service", "--state=active")
 # a unit failed at the deploy's end (one the node's container cannot run) is the node's
