@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import typer
 from rich.console import Console
@@ -18,43 +21,71 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    # Imported here so `ptc --help` lists everything while each module stays independent.
-    from elastic.cli import (
-        bench,
-        cluster,
-        demo,
-        elastic,
-        experiment,
-        fanout,
-        image,
-        learn,
-        node,
-        profile,
-        sim,
-        testbed,
-    )
-    from elastic.cli import config as config_cli
-    from elastic.cli import control as control_cli
+@app.callback()
+def _root() -> None:
+    # A callback keeps ``ptc`` a group when only one module's commands are registered: typer
+    # runs an app of a single command as that command, without its name.
+    pass
 
-    experiment.register(app)
-    cluster.register(app)
-    fanout.register(app)
-    app.add_typer(image.app, name="image", help="The local testbed's node image.")
-    app.add_typer(testbed.app, name="testbed", help="The local testbed's machines.")
-    app.add_typer(node.app, name="node", help="Power nodes off and on, reload their disks.")
-    app.add_typer(profile.app, name="profile", help="Render and check geni-lib profiles.")
-    app.add_typer(sim.app, name="sim", help="Simulate preemption policies on job traces.")
-    app.add_typer(bench.app, name="bench", help="Benchmark campaigns through Slurm.")
-    app.add_typer(learn.app, name="learn", help="Active learning over performance datasets.")
-    demo.register(app)
-    elastic.register(app)
-    app.add_typer(config_cli.app, name="config", help="The configuration server (etcd).")
-    app.add_typer(control_cli.app, name="control", help="An experiment's testbed control service.")
+
+@dataclass(frozen=True)
+class Module:
+    """A module of ``elastic.cli`` and the top-level commands it adds: either a group of its own
+    (``group`` and its ``help``), or the commands its ``register(app)`` adds."""
+
+    name: str
+    commands: tuple[str, ...]
+    help: str = ""
+
+    @property
+    def group(self) -> bool:
+        return bool(self.help)
+
+
+# In the order ``ptc --help`` lists them. tests/unit/test_cli_registry.py holds each module's
+# commands to what it really registers.
+MODULES = (
+    Module(
+        "experiment",
+        ("up", "modify", "replace", "down", "status", "list", "ssh", "inventory", "adopt"),
+    ),
+    Module("cluster", ("deploy", "verify")),
+    Module("fanout", ("run", "put", "get")),
+    Module("image", ("image",), "The local testbed's node image."),
+    Module("testbed", ("testbed",), "The local testbed's machines."),
+    Module("node", ("node",), "Power nodes off and on, reload their disks."),
+    Module("profile", ("profile",), "Render and check geni-lib profiles."),
+    Module("sim", ("sim",), "Simulate preemption policies on job traces."),
+    Module("bench", ("bench",), "Benchmark campaigns through Slurm."),
+    Module("learn", ("learn",), "Active learning over performance datasets."),
+    Module("demo", ("demo",)),
+    Module("elastic", ("elastic",)),
+    Module("config", ("config",), "The configuration server (etcd)."),
+    Module("control", ("control",), "An experiment's testbed control service."),
+)
+
+
+def _add(module: Module) -> None:
+    loaded = importlib.import_module(f"elastic.cli.{module.name}")
+    if module.group:
+        app.add_typer(loaded.app, name=module.name, help=module.help)
+    else:
+        loaded.register(app)
+
+
+def _register(argv: Sequence[str] = ()) -> None:
+    """Register the module of the command ``argv`` names, or every module (``ptc --help``, an
+    unknown command). Only what a command needs is imported: the simulator's, the benchmarks'
+    and the learners' libraries take seconds of CPU to import, and every Slurm hook, test and
+    script that runs ``ptc`` would pay them."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    chosen = [m for m in MODULES if first in m.commands]
+    for module in chosen or MODULES:
+        _add(module)
 
 
 def main() -> None:
-    _register()
+    _register(sys.argv[1:])
     try:
         # Usage and error lines name the command the user typed, however it was started
         # (``bin/ptc`` runs ``python -m elastic.cli``).

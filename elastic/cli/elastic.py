@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -166,6 +165,9 @@ def overhead_cmd(
     to start (Slurm, manager, provisioning slot, testbed, network and SSH, playbook, slurmd
     registration, Slurm again), as OUT/overhead.parquet (+ .csv, .columns.json) and
     OUT/overhead.png."""
+    # pandas and the plots only here: every other elastic command starts in a fraction of it
+    import pandas as pd
+
     from elastic.bench import dataset, plot
     from elastic.slurm import overhead
 
