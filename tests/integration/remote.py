@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,12 +15,36 @@ from typing import Any
 from elastic.remote import ssh as seam
 
 
+@functools.cache
+def _shared_connections() -> dict[str, str | int]:
+    """OpenSSH connection sharing for the tests' own commands: they poll nodes every few
+    seconds for minutes, and a login costs ten times a command over a shared connection (see
+    benchmarks/ssh_seam.py). One worker's commands run one at a time, so sshd's limit on
+    sessions per connection is never reached. A master whose node is gone is given up within
+    15 s. The library itself opens one connection per command."""
+    where = tempfile.mkdtemp(prefix="ptc-mux-")
+    atexit.register(shutil.rmtree, where, True)
+    return {
+        "ControlMaster": "auto",
+        "ControlPath": f"{where}/%C",
+        "ControlPersist": 30,
+        "ServerAliveInterval": 5,
+        "ServerAliveCountMax": 3,
+    }
+
+
 def ssh(
     expdir: Path, node: str, command: str, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """``command`` on ``node`` through the library's SSH seam, with no stdin (a non-blocking
-    stdin, CI's, must not reach the node's tools)."""
-    done = seam.execute(expdir / "inventory" / "ssh_config", node, command, timeout=300)
+    stdin, CI's, must not reach the node's tools), over a shared connection per node."""
+    done = seam.execute(
+        expdir / "inventory" / "ssh_config",
+        node,
+        command,
+        timeout=300,
+        options=_shared_connections(),
+    )
     proc = subprocess.CompletedProcess(
         [node, command], done.returncode, stdout=done.text, stderr=done.error_text
     )
