@@ -8,7 +8,8 @@ reference. Each rule then learns from the Initial run, adding one Active run per
 to target is the cumulative cost (core-seconds) of its runs when its Test RMSE first comes
 within 10% of the reference. The script prints, per rule, the median and IQR of that cost over
 the repeats, how many repeats reached the target, and each rule's median cost against Random's
-(the issue's target: CE at least 40% below Random).
+(ptc's target: CE at least 40% below Random). The thesis compares CE with VR by their errors at
+equal cost instead; benchmarks/paper_report.py sets that beside the thesis's.
 
 It does this under both readings of the thesis's noise bound (sigma_n >= 0.1, and
 sigma_n^2 >= 0.1): the thesis does not say which it meant (see elastic/learn/gp.py).

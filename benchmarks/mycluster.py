@@ -169,7 +169,10 @@ def main() -> None:
         sweep_seeds,
         args.workers,
     )
-    print(f"3. At most 12 proxies per cluster (2x the initial 6), {len(sweep_seeds)} seeds")
+    print(
+        f"3. At most 12 proxies per cluster (2x the initial 6; a cap of ours, the slides give "
+        f"none), {len(sweep_seeds)} seeds"
+    )
     print(gain_line("liability vs none, cap 12", paired_gain(capped, "liability", "none")))
     print()
 

@@ -6,7 +6,8 @@ the pool powered down, a provisioning. Two workloads, one after the other:
 
 - ``poisson``: N jobs with exponential inter-arrival times (mean ``--mean-gap`` seconds), the
   shape of Multiverse's Workload-1;
-- ``burst``: M jobs submitted at once (Workload-2's bursty arrivals).
+- ``burst``: M jobs submitted at once. Multiverse ran no such workload: its "bursty" arrivals
+  are the Poisson ones (Workload-1 and -2), and its other workload has constant arrivals.
 
 For each: every job's submit-to-start split with ``ptc elastic overhead``'s taxonomy
 (elastic.slurm.overhead), provisioning time (slot wait + testbed + network/SSH + playbook +

@@ -2,6 +2,10 @@
 
     .venv/bin/python benchmarks/sim_paper_results.py
 
+The paper's PEREGRINE trace is not public: KTH-SP2 and the NREL Eagle sample stand in for it, so
+their figures set the paper's findings against other traces, not its numbers. The HTC trace is
+the paper's own. The paper's numbers beside ours: benchmarks/paper_report.py.
+
 Every scenario: batch arrival (the paper's), T = 30 s, the paper's ten grace periods, the
 paper's filters with node_count <= N. It prints what it measures and asserts nothing.
 
@@ -129,6 +133,7 @@ def one_percent_user(path: Path, nodes: int) -> str:
 def main() -> int:
     htc, kth, eagle = (public.locate(n, TRACES) for n in ("htc-condor", "kth-sp2", "nrel-eagle"))
     user = one_percent_user(kth, 20)
+    print("PEREGRINE (the paper's second trace) is not public: KTH-SP2 and Eagle stand in.")
     print(f"KTH-SP2 high-priority user class: user {user}")
     for nodes, preempt in ((20, 10), (200, 100)):
         scenarios = [

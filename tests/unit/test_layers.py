@@ -40,6 +40,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "learn": {"bench"},
     "lending": {"deploy", "manager", "profile", "remote", "testbed"},
     "manager": {"configserver", "policies", "remote"},
+    "papers": {"bench", "learn", "policies", "sim"},
     "policies": set(),
     "remote": set(),
     "sim": {"bench", "policies"},
