@@ -76,6 +76,8 @@ class FakePodman:
                 c.port += 1
         elif verb == "exec":
             out, rc = self._exec(args, input)
+        elif verb == "ps" and args[-2:] == ("--format", "json"):
+            out = self._listing(args)
         elif verb == "rm":
             for gone in args[1:]:
                 self.containers.pop(gone, None)
@@ -97,6 +99,16 @@ class FakePodman:
             c.hosts = input.decode()
             return "", 0
         raise AssertionError(f"unexpected podman exec {args}")
+
+    def _listing(self, args: tuple[str, ...]) -> str:
+        """``podman ps -a --filter label=EXPERIMENT_LABEL=NAME --format json``."""
+        label = f"label={local.podman.EXPERIMENT_LABEL}="
+        experiment = next(a.removeprefix(label) for a in args if a.startswith(label))
+        return json.dumps([
+            {"Names": [name], "State": c.status or ("running" if c.running else "exited")}
+            for name, c in self.containers.items()
+            if name.startswith(local.podman.container_name(experiment, ""))
+        ])  # fmt: skip
 
     def inspect(self, name: str) -> dict[str, Any] | None:
         c = self.containers.get(name)

@@ -180,9 +180,9 @@ class LocalBackend(Backend):
         states: dict[str, str] = {}
         manifest = rspec.parse_manifest(exp.manifest()) if exp.manifest_path.exists() else None
         nodes = [n.client_id for n in manifest.nodes] if manifest else []
+        found = podman.states_of(exp.name) if nodes else {}
         for node in nodes:
-            info = podman.inspect(podman.container_name(exp.name, node))
-            states[node] = _power_state(info)
+            states[node] = _power_word(found.get(podman.container_name(exp.name, node)))
         for emulator in links.check(exp.dir):
             if not emulator.running and emulator.node in states:
                 states[emulator.node] += (
@@ -194,8 +194,9 @@ class LocalBackend(Backend):
 
     def power_states(self, exp: Experiment) -> dict[str, str]:
         manifest = rspec.parse_manifest(exp.manifest())
+        found = podman.states_of(exp.name)
         return {
-            n.client_id: _power_state(podman.inspect(podman.container_name(exp.name, n.client_id)))
+            n.client_id: _power_word(found.get(podman.container_name(exp.name, n.client_id)))
             for n in manifest.nodes
         }
 
@@ -702,12 +703,17 @@ class LocalBackend(Backend):
 
 
 def _power_state(info: dict[str, Any] | None) -> str:
-    """ "running", "stopped" (podman's exited or stopped), "missing", or podman's own word."""
-    if info is None:
+    """The power state of a container from ``podman inspect``'s answer (None: no container)."""
+    return _power_word(None if info is None else str(info["State"]["Status"]))
+
+
+def _power_word(status: str | None) -> str:
+    """ "running", "stopped" (podman's exited or stopped), "missing" (no container), or
+    podman's own word (created, paused, ...)."""
+    if status is None:
         return "missing"
-    if info["State"]["Running"] and info["State"]["Status"] == "running":
+    if status == "running":
         return "running"
-    status = str(info["State"]["Status"])
     return "stopped" if status in ("exited", "stopped") else status
 
 

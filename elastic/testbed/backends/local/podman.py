@@ -61,6 +61,19 @@ def inspect(name: str) -> dict[str, Any] | None:
     return data[0] if data else None
 
 
+def states_of(experiment: str) -> dict[str, str]:
+    """Container name -> podman's word for its state (``running``, ``exited``, ``created``, ...)
+    for every container labelled as ``experiment``'s, from one podman process: the Slurm
+    client asks for its pool's states every few seconds, and an inspect per node cost one
+    each."""
+    proc = run("ps", "-a", "--filter", f"label={EXPERIMENT_LABEL}={experiment}", "--format", "json")
+    found: dict[str, str] = {}
+    for entry in json.loads(proc.stdout or "[]") or []:
+        for name in entry.get("Names") or []:
+            found[str(name)] = str(entry.get("State", "unknown"))
+    return found
+
+
 def containers_of(experiment: str) -> list[str]:
     proc = run(
         "ps", "-a", "--filter", f"label={EXPERIMENT_LABEL}={experiment}", "--format", "{{.Names}}"
