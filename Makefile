@@ -30,10 +30,12 @@ apt:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
+# --no-compile: pip would byte-compile every module of every package (ansible-core, SciPy, ...),
+# two thirds of the install's CPU; Python compiles and caches the modules it imports instead.
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(SYSTEM_PY) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-compile -e '.[dev]'
 	@touch $@
 
 venv: $(VENV)/.installed
