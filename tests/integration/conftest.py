@@ -44,16 +44,18 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     item.add_marker(pytest.mark.xdist_group("shared-cluster" if shared else item.module.__name__))
 
 
-# Groups that take longest, longest first: xdist hands out groups in collection order (with
-# --no-loadscope-reorder), so the long ones start at once and short modules fill in at the end
-# instead of one long module running alone after the other worker is done.
+# The order groups start in: xdist hands out groups in collection order (with
+# --no-loadscope-reorder), and gives a worker its next group once two of its tests are left.
+# The two elastic groups, each longer than any other worker's share, start at once and are the
+# critical path; the other long ones go early, so that only the short modules are left when an
+# elastic worker nears its end (test_slurm_production, 241 s, once ran after an elastic group).
 LONGEST_FIRST = (
     "test_elastic",
     "test_elastic_faults",
     "shared-cluster",
+    "test_slurm_production",
     "test_cluster",
     "test_configserver",
-    "test_slurm_production",
 )
 
 
