@@ -76,8 +76,8 @@ def _add(module: Module) -> None:
 def _register(argv: Sequence[str] = ()) -> None:
     """Register the module of the command ``argv`` names, or every module (``ptc --help``, an
     unknown command). Only what a command needs is imported: the simulator's, the benchmarks'
-    and the learners' libraries take seconds of CPU to import, and every Slurm hook, test and
-    script that runs ``ptc`` would pay them."""
+    and the learners' libraries take seconds of CPU to import, and every test and script that
+    runs ``ptc`` would pay them."""
     first = next((word for word in argv if not word.startswith("-")), None)
     chosen = [m for m in MODULES if first in m.commands]
     for module in chosen or MODULES:

@@ -64,8 +64,8 @@ def inspect(name: str) -> dict[str, Any] | None:
 def states_of(experiment: str) -> dict[str, str]:
     """Container name -> podman's word for its state (``running``, ``exited``, ``created``, ...)
     for every container labelled as ``experiment``'s, from one podman process: the Slurm
-    client asks for its pool's states every few seconds, and an inspect per node cost one
-    each."""
+    client asks for its pool's states every 15 s while it has free nodes at rest, and an
+    inspect per node cost one process each."""
     proc = run("ps", "-a", "--filter", f"label={EXPERIMENT_LABEL}={experiment}", "--format", "json")
     found: dict[str, str] = {}
     for entry in json.loads(proc.stdout or "[]") or []:
