@@ -18,6 +18,7 @@ first comes within ``target_ratio`` (10%) of a model fitted on all the Active da
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -263,11 +264,15 @@ def cost_to_target(
     return pd.DataFrame(rows)
 
 
-def bands(trajectories: pd.DataFrame, metric: str, points: int = 60) -> pd.DataFrame:
+def bands(
+    trajectories: pd.DataFrame, metric: str, points: int = 60, *, reached_only: bool = False
+) -> pd.DataFrame:
     """Median and IQR of ``metric`` against cumulative cost, per rule, on a common log grid.
 
     Each repeat's trajectory is a step function of cost: at cost c its value is that of its last
-    step with cost <= c.
+    step with cost <= c. A point is left out when fewer than half the repeats (rounded down, at
+    least one) got that far. With ``reached_only`` a repeat counts only up to the last cost it
+    reached, not beyond, and a point needs half the repeats rounded up.
     """
     positive = trajectories[trajectories["cost"] > 0]
     grid = np.geomspace(positive["cost"].min(), positive["cost"].max(), points)
@@ -278,16 +283,21 @@ def bands(trajectories: pd.DataFrame, metric: str, points: int = 60) -> pd.DataF
             costs = run["cost"].to_numpy()
             values = run[metric].to_numpy()
             idx = np.searchsorted(costs, grid, side="right") - 1
-            curves.append(np.where(idx >= 0, values[np.clip(idx, 0, None)], np.nan))
+            curve = np.where(idx >= 0, values[np.clip(idx, 0, None)], np.nan)
+            if reached_only:
+                curve = np.where(grid <= costs[-1], curve, np.nan)
+            curves.append(curve)
         stack = np.vstack(curves)
+        repeats = stack.shape[0]
+        need = math.ceil(repeats / 2) if reached_only else max(1, repeats // 2)
         with np.errstate(all="ignore"):
             for i, c in enumerate(grid):
                 column = stack[:, i][~np.isnan(stack[:, i])]
-                if len(column) < max(1, stack.shape[0] // 2):
-                    continue  # fewer than half the repeats got this far
+                if len(column) < need:
+                    continue  # too few repeats got this far
                 q1, med, q3 = np.quantile(column, [0.25, 0.5, 0.75])
                 rows.append({"rule": rule, "cost": c, "median": med, "q1": q1, "q3": q3})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["rule", "cost", "median", "q1", "q3"])
 
 
 def write(result: Evaluation, out: Path) -> list[Path]:

@@ -157,32 +157,9 @@ def mycluster_figure(frame: pd.DataFrame, path: Path) -> None:
     save(fig, path)
 
 
-def learning_bands(trajectories: pd.DataFrame, points: int = 60) -> pd.DataFrame:
-    """Median and IQR of the Test RMSE against cost, per rule, on a common log grid; a repeat
-    counts at a cost only up to the cost it reached, and a point needs half the repeats."""
-    positive = trajectories[trajectories["cost"] > 0]
-    grid = np.geomspace(positive["cost"].min(), positive["cost"].max(), points)
-    rows = []
-    for rule, group in trajectories.groupby("rule", sort=False):
-        curves = []
-        for _, run in group.groupby("repeat"):
-            run = run.sort_values("step")
-            costs, values = run["cost"].to_numpy(), run["rmse"].to_numpy()
-            idx = np.searchsorted(costs, grid, side="right") - 1
-            curve = np.where(idx >= 0, values[np.clip(idx, 0, None)], np.nan)
-            curves.append(np.where(grid <= costs[-1], curve, np.nan))
-        stack = np.vstack(curves)
-        for i, cost in enumerate(grid):
-            column = stack[:, i][~np.isnan(stack[:, i])]
-            if len(column) and len(column) >= stack.shape[0] / 2:
-                q1, med, q3 = np.quantile(column, [0.25, 0.5, 0.75])
-                rows.append({"rule": rule, "cost": cost, "median": med, "q1": q1, "q3": q3})
-    return pd.DataFrame(rows, columns=["rule", "cost", "median", "q1", "q3"])
-
-
 def learning_figure(result: evaluate.Evaluation, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    table = learning_bands(result.trajectories)
+    table = evaluate.bands(result.trajectories, "rmse", reached_only=True)
     for rule, group in table.groupby("rule", sort=False):
         (line,) = ax.plot(group["cost"], group["median"], label=str(rule), lw=2)
         ax.fill_between(group["cost"], group["q1"], group["q3"], alpha=0.2, color=line.get_color())
