@@ -75,10 +75,8 @@ def states_of(experiment: str) -> dict[str, str]:
 
 
 def containers_of(experiment: str) -> list[str]:
-    proc = run(
-        "ps", "-a", "--filter", f"label={EXPERIMENT_LABEL}={experiment}", "--format", "{{.Names}}"
-    )
-    return [line for line in proc.stdout.split() if line]
+    """The names of every container labelled as ``experiment``'s, running or not."""
+    return list(states_of(experiment))
 
 
 def exec_(container: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
