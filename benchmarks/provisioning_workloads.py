@@ -2,12 +2,15 @@
 asserts nothing.
 
 Jobs are one-node ``sleep`` jobs (exclusive), so every job needs a node of the pool and, with
-the pool powered down, a provisioning. Two workloads, one after the other:
+the pool powered down, a provisioning. Three workloads, one after the other, each ``--repeats``
+times (a Poisson repeat draws its own gaps):
 
 - ``poisson``: N jobs with exponential inter-arrival times (mean ``--mean-gap`` seconds), the
   shape of Multiverse's Workload-1;
+- ``constant``: C jobs, one every ``--gap`` seconds, the shape of Multiverse's Fig. 8 run (50
+  jobs, one every 10 s);
 - ``burst``: M jobs submitted at once. Multiverse ran no such workload: its "bursty" arrivals
-  are the Poisson ones (Workload-1 and -2), and its other workload has constant arrivals.
+  are the Poisson ones (Workload-1 and -2).
 
 For each: every job's submit-to-start split with ``ptc elastic overhead``'s taxonomy
 (elastic.slurm.overhead), provisioning time (slot wait + testbed + network/SSH + playbook +
@@ -19,11 +22,13 @@ machine that kept its disk and software (Multiverse's instant clone), ``reload``
 disk from the image and runs the roles on it (its full clone). Run it once per setting:
 
     PTC_HOME=... .venv/bin/python benchmarks/provisioning_workloads.py NAME --label instant \\
-        [--jobs 8 --mean-gap 10 --burst 4 --sleep 20] [--out benchmarks/results/provisioning]
+        [--jobs 8 --mean-gap 10 --constant 8 --gap 10 --burst 4 --sleep 20 --repeats 3] \\
+        [--workloads poisson,constant,burst] [--out benchmarks/results/provisioning]
 
 Every pool node must start free and powered down (the script waits for that between
-workloads). With ``--out`` it writes LABEL.json, LABEL-WORKLOAD.parquet (+ .csv, .columns.json)
-and LABEL-WORKLOAD.png there.
+workloads). With ``--out`` it writes LABEL.json (each workload's list of repeats),
+LABEL-WORKLOAD.parquet (+ .csv, .columns.json; a row per job's node, with its ``repeat``) and
+LABEL-WORKLOAD.png (the first repeat) there, rewritten after every repeat.
 """
 
 from __future__ import annotations
@@ -143,48 +148,92 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "max": max(values), "min": min(values)}
 
 
+WORKLOADS = ("poisson", "constant", "burst")
+COLUMNS = {**overhead.COLUMNS, "repeat": ("which repeat of the workload, from 0", "")}
+
+
+def gaps_of(workload: str, args: argparse.Namespace, repeat: int) -> list[float]:
+    """The seconds to wait before each submission of one repeat of ``workload``."""
+    if workload == "poisson":
+        rng = random.Random(args.seed + repeat)
+        return [0.0] + [rng.expovariate(1 / args.mean_gap) for _ in range(args.jobs - 1)]
+    if workload == "constant":
+        return [0.0] + [args.gap] * (args.constant - 1)
+    return [0.0] * args.burst
+
+
+def workloads_of(text: str) -> list[str]:
+    names = [w.strip() for w in text.split(",") if w.strip()]
+    unknown = sorted(set(names) - set(WORKLOADS))
+    if unknown or not names:
+        raise SystemExit(
+            f"--workloads: {', '.join(unknown) or 'none given'} not among {', '.join(WORKLOADS)}"
+        )
+    return names
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name")
     parser.add_argument("--label", required=True, help="instant or full (the node operation's)")
-    parser.add_argument("--jobs", type=int, default=8)
-    parser.add_argument("--mean-gap", type=float, default=10.0)
-    parser.add_argument("--burst", type=int, default=4)
-    parser.add_argument("--sleep", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=8, help="Poisson: how many jobs")
+    parser.add_argument("--mean-gap", type=float, default=10.0, help="Poisson: mean gap (s)")
+    parser.add_argument("--constant", type=int, default=8, help="constant: how many jobs")
+    parser.add_argument("--gap", type=float, default=10.0, help="constant: the gap (s)")
+    parser.add_argument("--burst", type=int, default=4, help="burst: how many jobs")
+    parser.add_argument("--sleep", type=int, default=20, help="each job's run time (s)")
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--workloads", type=workloads_of, default=list(WORKLOADS))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    for field in ("jobs", "constant", "burst", "repeats"):
+        if getattr(args, field) < 1:
+            parser.error(f"--{field} must be at least 1")
     exp = Exp(args.name)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
     pool = len(exp.sh("sinfo -h -N -o %N").split())
-    rng = random.Random(args.seed)
-    workloads = {
-        "poisson": [0.0] + [rng.expovariate(1 / args.mean_gap) for _ in range(args.jobs - 1)],
-        "burst": [0.0] * args.burst,
-    }
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     report: dict[str, Any] = {"label": args.label, "pool_nodes": pool, "args": settings}
-    for name, gaps in workloads.items():
-        print(f"{args.label}: workload {name}, {len(gaps)} jobs", flush=True)
-        result = run_workload(exp, gaps, args.sleep, pool)
-        frame = result.pop("frame")
-        report[name] = result
-        print(json.dumps(result, indent=2), flush=True)
-        if args.out and len(frame):
-            base = args.out / f"{args.label}-{name}"
-            dataset.write(base.with_suffix(".parquet"), frame, overhead.COLUMNS)
-            labels = frame["job_id"].astype(str) + " " + frame["node"].astype(str)
-            plot.stacked_parts(
-                frame.assign(row=labels),
-                overhead.PARTS,
-                base.with_suffix(".png"),
-                label="row",
-                title=f"{args.label}, {name}: from submit to start",
+    runs: dict[str, list[dict[str, Any]]] = {}
+    report["workloads"] = runs
+    for name in args.workloads:
+        frames = []
+        for repeat in range(args.repeats):
+            gaps = gaps_of(name, args, repeat)
+            print(
+                f"{args.label}: workload {name}, repeat {repeat + 1}/{args.repeats}, "
+                f"{len(gaps)} jobs",
+                flush=True,
             )
-    if args.out:
-        write_text(
-            args.out / f"{args.label}.json", json.dumps(report, indent=2, default=str) + "\n"
-        )
+            result = run_workload(exp, gaps, args.sleep, pool)
+            frames.append(result.pop("frame").assign(repeat=repeat))
+            runs.setdefault(name, []).append(result)
+            print(json.dumps(result, indent=2), flush=True)
+            if args.out:
+                save(args.out, args.label, name, frames, report)
     return 0
+
+
+def save(
+    out: Path, label: str, workload: str, frames: list[pd.DataFrame], report: dict[str, Any]
+) -> None:
+    """What has run so far: an interrupted campaign keeps its finished repeats."""
+    frame = pd.concat(frames, ignore_index=True)
+    base = out / f"{label}-{workload}"
+    if len(frame):
+        dataset.write(base.with_suffix(".parquet"), frame, COLUMNS)
+        first = frame[frame["repeat"] == 0]
+        labels = first["job_id"].astype(str) + " " + first["node"].astype(str)
+        plot.stacked_parts(
+            first.assign(row=labels),
+            overhead.PARTS,
+            base.with_suffix(".png"),
+            label="row",
+            title=f"{label}, {workload} (first repeat): from submit to start",
+        )
+    write_text(out / f"{label}.json", json.dumps(report, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":
