@@ -385,7 +385,7 @@ def test_faults_lose_no_acknowledged_write(pool_awake: Path) -> None:
     """Acceptance 2: three clients on node-0, ~1000 operations, while the leader's node is
     frozen, a minority member is cut off the LAN, and a member restarts."""
     cluster = pool_awake
-    from support.faults import check, final_state, load, unavailability
+    from support.faults import check, final_state, linearizable, load, unavailability
 
     from elastic.configserver.access import open_experiment
     from elastic.remote.ssh import copy_to
@@ -444,6 +444,9 @@ def test_faults_lose_no_acknowledged_write(pool_awake: Path) -> None:
           f"{result.failed} failed); register {final['value']}; {report}")  # fmt: skip
     assert result.valid, result.problems
     assert result.acknowledged > 0 and len(faults) == 3
+    found = linearizable(history)
+    print(f"linearizability: {found.valid} after {found.steps} search steps")
+    assert found.valid is True, (found.stuck, found.prefix[-5:])
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,9 @@ Each operation is recorded with its invocation and completion times and its outc
 (acknowledged), ``fail`` (certainly not applied: compare failed, or refused before it was sent),
 or ``info`` (the answer was lost: it may or may not have been applied).
 
-The checker takes etcd's revisions as the candidate order of the register's operations and
+``linearizable`` checks the register's operations against a compare-and-swap register with
+Wing and Gong's search (``elastic.history``), which needs no revision. The checker below takes
+etcd's revisions as the candidate order of the register's operations and
 verifies it: acknowledged increments wrote distinct, increasing values in revision order; that
 order respects real time (an operation that completed before another began has the smaller
 revision); every acknowledged read saw the latest write acknowledged before it began, and
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import random
 import sys
 import threading
@@ -39,6 +42,11 @@ from typing import Any
 
 from elastic.configserver.client import EtcdClient, compare_mod_revision, op_put
 from elastic.configserver.errors import ConfigServerError, Indeterminate
+from elastic.history.linearizable import Result
+from elastic.history.linearizable import check as check_linearizable
+from elastic.history.models import CasRegister
+from elastic.history.ops import Op as HistoryOp
+from elastic.history.ops import Outcome
 
 DEFAULT_PREFIX = "/ptc/manager/jepsen/"
 
@@ -255,6 +263,51 @@ def unavailability(history: Sequence[Op], faults: Sequence[tuple[str, float]]) -
         after = [o for o in resumed if o.invoke > first_refused]
         out[name] = (after[0].complete if after else writes[-1].complete) - began
     return out
+
+
+def register_ops(history: Sequence[Op]) -> list[HistoryOp]:
+    """The register's operations for the linearizability check (a compare-and-swap register
+    starting at 0; appends touch other keys and are left out).
+
+    An increment is ``cas(seen, seen + 1)``: its compare was on the register's mod_revision,
+    which changes exactly when its value does, as every write increments. An increment whose
+    compare failed returned ``False`` (it ran and found the register moved); one refused before
+    it was sent (no value) certainly did nothing; one whose answer was lost may have landed.
+    """
+    out: list[HistoryOp] = []
+    for o in history:
+        if o.kind == "append":
+            continue
+        if o.kind == "read":
+            outcome = Outcome.OK if o.outcome == "ok" else Outcome.FAIL
+            value, result = None, o.value
+        elif o.value is None:
+            outcome, value, result = Outcome.FAIL, None, None
+        else:
+            value = (o.value - 1, o.value)
+            outcome = Outcome.INFO if o.outcome == "info" else Outcome.OK
+            result = o.outcome == "ok"
+        f = "read" if o.kind == "read" else "cas"
+        if f == "cas" and outcome is Outcome.FAIL:
+            value = (0, 0)  # never applied: any well-formed argument
+        out.append(
+            HistoryOp(
+                index=len(out),
+                process=str(o.client),
+                f=f,
+                value=value,
+                outcome=outcome,
+                result=result if outcome is Outcome.OK else None,
+                invoked=o.invoke,
+                returned=o.complete if outcome is not Outcome.INFO else math.inf,
+            )
+        )
+    return out
+
+
+def linearizable(history: Sequence[Op]) -> Result:
+    """The register's operations checked for linearizability (Wing and Gong's search)."""
+    return check_linearizable(CasRegister(start=0), register_ops(history))
 
 
 def dump(history: Sequence[Op]) -> str:

@@ -41,6 +41,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "lending": {"deploy", "manager", "profile", "remote", "testbed"},
     "manager": {"configserver", "policies", "remote"},
     "papers": {"bench", "learn", "policies", "sim"},
+    "history": set(),
     "policies": set(),
     "remote": set(),
     "sim": {"bench", "policies"},

@@ -1,10 +1,27 @@
-"""The fault workload's checker: a real run on a loopback etcd checks out, and hand-made
-histories with a stale read, a lost write or a broken order do not."""
+"""The fault workload's checkers: real runs on a loopback etcd check out, with and without a
+killed and a frozen server, and hand-made histories with a stale read, a lost write, a broken
+order or an increment seen although recorded failed do not."""
 
 from __future__ import annotations
 
-from etcd_env import EtcdServer
-from support.faults import Op, check, final_state, run_workload, unavailability
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from etcd_env import EtcdServer, apply_auth, start_etcd
+from support.faults import (
+    Op,
+    check,
+    final_state,
+    linearizable,
+    register_ops,
+    run_workload,
+    unavailability,
+)
+
+from elastic.history.ops import Outcome
 
 
 def test_a_real_run_checks_out(etcd: EtcdServer) -> None:
@@ -16,6 +33,69 @@ def test_a_real_run_checks_out(etcd: EtcdServer) -> None:
     result = check(history, final["value"], final["revision"], final["keys"])
     assert result.valid, result.problems
     assert result.acknowledged > 0 and final["value"] > 0
+    found = linearizable(history)
+    assert found.valid is True, (found.stuck, found.prefix[-5:])
+
+
+def test_under_a_kill_and_a_freeze_the_register_stays_linearizable(
+    pki: Path, tmp_path: Path
+) -> None:
+    """The server is frozen (SIGSTOP) for 2 s, then killed (SIGKILL) and restarted, while three
+    clients with 1 s timeouts work: some answers are lost or refused, none is wrong."""
+    server = start_etcd(pki, tmp_path / "data", tmp_path / "etcd.log")
+    try:
+        apply_auth(server)
+        out: list[Op] = []
+
+        def work() -> None:
+            out.extend(
+                run_workload(
+                    lambda: server.client("manager", timeout=1.0),
+                    clients=3,
+                    max_ops=3000,
+                    duration_s=12,
+                    prefix="/ptc/manager/faults-kill/",
+                    think_s=0.01,
+                )
+            )
+
+        clients = threading.Thread(target=work)
+        clients.start()
+        time.sleep(2)
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        time.sleep(2)
+        os.kill(server.proc.pid, signal.SIGCONT)
+        time.sleep(2)
+        server.kill()
+        time.sleep(1)
+        server.restart()
+        clients.join(timeout=120)
+        assert not clients.is_alive()
+        with server.client("manager") as c:
+            final = final_state(c, "/ptc/manager/faults-kill/")
+    finally:
+        server.stop()
+    result = check(out, final["value"], final["revision"], final["keys"])
+    assert result.valid, result.problems
+    assert result.acknowledged > 0 and result.indeterminate + result.failed > 0, result
+    found = linearizable(out)
+    print(
+        f"\n{result.ops} ops ({result.acknowledged} ok, {result.indeterminate} indeterminate, "
+        f"{result.failed} failed); register {final['value']}; {found.steps} search steps"
+    )
+    assert found.valid is True, (found.stuck, found.prefix[-5:])
+
+
+def test_an_increment_seen_although_recorded_failed_is_not_linearizable() -> None:
+    """The client recorded a certain failure (refused before it was sent), yet a read saw it."""
+    history = [
+        Op(0, "cas", 0, 1, "fail", None, 0, "", "refused"),
+        Op(1, "read", 2, 3, "ok", 1, 10),
+    ]
+    assert [o.outcome for o in register_ops(history)] == [Outcome.FAIL, Outcome.OK]
+    assert linearizable(history).valid is False
+    lost = [Op(0, "cas", 0, 1, "info", 1, 0, "", "timeout"), Op(1, "read", 2, 3, "ok", 1, 10)]
+    assert linearizable(lost).valid is True
 
 
 def w(client: int, t0: float, t1: float, value: int, rev: int, outcome: str = "ok") -> Op:
