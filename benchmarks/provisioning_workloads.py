@@ -1,5 +1,6 @@
-"""Multiverse's two workloads, scaled to the local testbed, on a live elastic experiment. Prints,
-asserts nothing.
+"""Multiverse's workloads and a burst, scaled, on a live elastic experiment of the local testbed.
+
+Prints, asserts nothing.
 
 Jobs are one-node ``sleep`` jobs (exclusive), so every job needs a node of the pool and, with
 the pool powered down, a provisioning. Three workloads, one after the other, each ``--repeats``

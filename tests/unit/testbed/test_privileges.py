@@ -88,3 +88,18 @@ def test_the_masked_directories_are_found_from_a_created_container(tmp_path: Pat
     }
     assert privileges.mask_targets(info) == [repo / ".cache" / "ptc", repo / "state"]
     assert privileges.mask_targets({"HostConfig": {"Tmpfs": None}, "Mounts": None}) == []
+
+
+def test_the_repository_is_mounted_read_only_without_the_mounts_beneath_it(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "state").mkdir(parents=True)
+    args = privileges.repository_args(repo, [repo / "state"])
+    [volume] = [args[i + 1] for i, a in enumerate(args) if a == "--volume"]
+    source, target, options = volume.split(":")
+    assert (source, target) == (str(repo), "/local/repository")
+    # "bind", not podman's default "rbind": an experiment's share mounted under ./state
+    # would otherwise be in every node, writable
+    assert set(options.split(",")) == {"ro", "bind"}
+    assert args[args.index("--tmpfs") + 1].startswith("/local/repository/state:ro")

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from elastic import atomic, cluster_groups, node_paths, paths
+from elastic import atomic, cluster_groups, paths
 from elastic.errors import InputError, PtcError, TestbedError
 from elastic.events import OnEvent, Reporter, Steps
 from elastic.profile import rspec
@@ -601,15 +601,13 @@ class LocalBackend(Backend):
             *capacity.label_args(),  # the machine it takes from the testbed's count
             *privileges.container_args(),
             *privileges.cgroup_args(name),
-            *privileges.repository_masks(
+            *privileges.repository_args(
                 paths.REPO_ROOT,
                 [paths.REPO_ROOT / "state", paths.home(), paths.image_cache_dir()],
             ),
             "--no-hosts",
             "--network",
             "podman",
-            "--volume",
-            f"{paths.REPO_ROOT}:{node_paths.REPOSITORY}:ro",
             "--volume",
             f"{geni}:{GENI_DIR}:ro",
             "--volume",

@@ -98,6 +98,14 @@ def release_cgroup(container: str) -> None:
                 os.rmdir(root)
 
 
+def repository_args(repository: Path, state: list[Path]) -> list[str]:
+    """The checkout at ``node_paths.REPOSITORY``: read-only, without the mounts beneath it (an
+    experiment's share is one when ptc's state lives in ./state: a recursive bind would show it,
+    writable, in every node of every experiment), and with ptc's state masked."""
+    volume = ["--volume", f"{repository}:{node_paths.REPOSITORY}:ro,bind"]
+    return volume + repository_masks(repository, state)
+
+
 def repository_masks(repository: Path, state: list[Path]) -> list[str]:
     """Hide ptc's own state from a node when it lives inside the repository the node sees at
     ``node_paths.REPOSITORY`` (the Makefile's ./state, PTC_HOME=$PWD/state, the image cache): other
