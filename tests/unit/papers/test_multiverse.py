@@ -32,7 +32,17 @@ def write_store(folder: Path, nested: bool = True) -> Path:
                     parts = {
                         p: total / len(multiverse.PROVISIONING) for p in multiverse.PROVISIONING
                     }
-                    rows.append({"job_id": str(10 * repeat + i), "submit": 1.8e9, **parts})
+                    slurm = {"slurm_to_resume_s": 2.0, "slurm_to_start_s": 10.0 * (repeat + 1)}
+                    wait = total + sum(slurm.values())
+                    rows.append(
+                        {
+                            "job_id": str(10 * repeat + i),
+                            "submit": 1.8e9,
+                            "submit_to_start_s": wait,
+                            **parts,
+                            **slurm,
+                        }
+                    )
                     if nested:
                         rows[-1]["repeat"] = repeat
                 runs.setdefault(workload, []).append(
@@ -83,6 +93,9 @@ def test_repeats_give_mean_and_sd_over_the_runs_and_the_constant_row(tmp_path: P
     [row] = [r for r in table.rows if r.quantity.endswith("constant arrivals")]
     assert "median submit-to-start was 8 ± 4 s instant" in row.why
     assert row.difference.startswith("constant: ")
+    # waits per run, instant Poisson: medians 27 and 57 (provisioning 15 and 35, Slurm 12 and 22)
+    [span] = [r for r in table.rows if r.quantity == "full over instant, makespan"]
+    assert "42 ± 21 s (provisioning 25 ± 14 s, Slurm's own steps 17 ± 7 s) instant" in span.why
     assert "2 runs per label and workload" in table.notes[1]
     assert "repeats" not in section.notes[0] and "burst" in section.notes[0]
 
