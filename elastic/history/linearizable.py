@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+from elastic.errors import InputError
 from elastic.history.models import IMPOSSIBLE, Model, check_functions
 from elastic.history.ops import Op, Outcome
 
@@ -82,6 +83,9 @@ def check(model: Model, ops: Sequence[Op], max_steps: int = 1_000_000) -> Result
     """Whether ``ops`` (from :func:`elastic.history.ops.from_events`) is linearizable with
     respect to ``model``. Raises InputError for an operation the model does not know."""
     check_functions(model, list(ops))
+    if len({op.index for op in ops}) != len(ops):
+        # the search keeps one bit per operation, by its index
+        raise InputError("operations: each needs an index of its own")
     live = [op for op in ops if op.outcome is not Outcome.FAIL]
     determinate = sum(1 for op in live if op.determinate)
     head = _entries(live)

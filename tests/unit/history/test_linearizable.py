@@ -102,6 +102,12 @@ def test_an_operation_the_model_lacks_is_refused_naming_it() -> None:
         check(Counter(), [op(0, "cas", (0, 1), True, (0, 1))])
 
 
+def test_operations_sharing_an_index_are_refused() -> None:
+    ops = [op(0, "write", 1, None, (0, 1)), op(0, "read", None, 1, (2, 3))]
+    with pytest.raises(InputError, match="an index of its own"):
+        check(Register(), ops)
+
+
 def test_events_pair_per_process_and_an_open_call_is_indeterminate() -> None:
     ops = from_events(
         [
