@@ -36,8 +36,11 @@ class Model(Protocol):
     def step(self, state: Any, op: Op) -> Hashable: ...
 
 
-def _known(op: Op) -> bool:
-    return op.determinate
+def _read(state: Any, op: Op) -> Hashable:
+    """A read: its answer, if it has one, must be the state; it changes nothing."""
+    if op.determinate and op.result != state:
+        return IMPOSSIBLE
+    return state  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,7 @@ class Register:
     def step(self, state: Any, op: Op) -> Hashable:
         if op.f == "write":
             return op.value  # type: ignore[no-any-return]
-        if _known(op) and op.result != state:
-            return IMPOSSIBLE
-        return state  # type: ignore[no-any-return]
+        return _read(state, op)
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,7 @@ class Counter:
     def step(self, state: Any, op: Op) -> Hashable:
         if op.f == "add":
             return int(state) + int(op.value)
-        if _known(op) and op.result != state:
-            return IMPOSSIBLE
-        return state  # type: ignore[no-any-return]
+        return _read(state, op)
 
 
 @dataclass(frozen=True)
@@ -95,16 +94,9 @@ class CasRegister:
             return Register().step(state, op)
         old, new = op.value
         swaps = state == old
-        if _known(op) and bool(op.result) != swaps:
+        if op.determinate and bool(op.result) != swaps:
             return IMPOSSIBLE
         return new if swaps else state  # type: ignore[no-any-return]
-
-
-MODELS: dict[str, type[Register] | type[Counter] | type[CasRegister]] = {
-    "register": Register,
-    "counter": Counter,
-    "cas-register": CasRegister,
-}
 
 
 def check_functions(model: Model, ops: list[Op]) -> None:
