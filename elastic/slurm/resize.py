@@ -21,13 +21,19 @@ settings for any resize, from the job as Slurm holds it.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from elastic.errors import InputError, PtcError
 from elastic.slurm.commands import Runner, Slurm
+
+# Past the second a shrink was made in, how long more it waits before it returns (see
+# ``Resizer._past_the_revocation``): the controller's clock and ours may differ a little.
+REVOCATION_MARGIN_S = 0.25
 
 
 class ResizeRefused(InputError):
@@ -139,9 +145,17 @@ class Resizer:
     owner: Slurm lets a user resize their own jobs). ``run`` must allow a resume's time for
     ``salloc``, which waits for the new nodes to be ready."""
 
-    def __init__(self, run: Runner, *, wait_for_nodes_s: int = 60) -> None:
+    def __init__(
+        self,
+        run: Runner,
+        *,
+        wait_for_nodes_s: int = 60,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.slurm = Slurm(run)
         self.run = run
+        self.clock, self.sleep = clock, sleep
         # How long an expansion waits for the partition to have the nodes free (not for them
         # to boot): past it, salloc gives up and the job stays as it was.
         self.wait_for_nodes_s = wait_for_nodes_s
@@ -219,7 +233,17 @@ class Resizer:
     def _keep(self, shape: JobShape, kept: Sequence[str]) -> JobShape:
         hostlist = self.slurm.compress(kept)
         self.run(["scontrol", "update", f"JobId={shape.job_id}", f"NodeList={hostlist}"])
+        self._past_the_revocation()
         return self.job(shape.job_id)
+
+    def _past_the_revocation(self) -> None:
+        """Wait out the second the shrink was made in. Slurm revokes the job's credential on
+        the nodes let go, stamped with the controller's whole second, and those nodes refuse
+        any credential of the job from that second or before (``Job credential revoked``). An
+        expansion right after a shrink can take the same nodes back, and a step launched on
+        them within that second would fail."""
+        now = self.clock()
+        self.sleep(math.floor(now) + 1 + REVOCATION_MARGIN_S - now)
 
     def _running(self, job_id: str) -> JobShape:
         shape = self.job(job_id)

@@ -81,8 +81,9 @@ def test_a_run_resizes_before_each_stage_and_runs_it_on_the_job_s_whole_width() 
     slurm = PlanSlurm(nodes=["node-1"])
     slurm.steps = []
     ticks = iter(range(100))
+    resizer = Resizer(slurm, clock=lambda: 0.0, sleep=lambda _: None)
     runs = run_plan(
-        Resizer(slurm), slurm, "42", parse_plan(yaml.safe_load(PLAN)), clock=lambda: next(ticks)
+        resizer, slurm, "42", parse_plan(yaml.safe_load(PLAN)), clock=lambda: next(ticks)
     )
     assert [(r.stage, r.nodes, len(r.hosts)) for r in runs] == [
         ("mProject", 3, 3), ("mDiff", 2, 2), ("mAdd", 1, 1),

@@ -13,6 +13,7 @@ from elastic.errors import PtcError
 from elastic.slurm.commands import Slurm, SlurmCommandError
 from elastic.slurm.elastic_job import main
 from elastic.slurm.resize import (
+    REVOCATION_MARGIN_S,
     Resizer,
     ResizeRefused,
     cpu_count,
@@ -114,17 +115,38 @@ def test_expand_of_a_job_without_a_time_limit_asks_for_none() -> None:
     assert not any(o.startswith("--time") for o in slurm.changes()[0])
 
 
+def waits(now: float = 1000.4) -> tuple[list[float], dict[str, object]]:
+    """A clock stopped at ``now`` and a sleep that records what it was asked."""
+    slept: list[float] = []
+    return slept, {"clock": lambda: now, "sleep": slept.append}
+
+
 def test_contract_keeps_the_batch_host_and_first_nodes() -> None:
     slurm = FakeSlurm(nodes=["node-1", "node-0", "node-2"])
-    assert Resizer(slurm).contract("42", 2).nodes == ("node-1",)
+    slept, clock = waits()
+    assert Resizer(slurm, **clock).contract("42", 2).nodes == ("node-1",)  # type: ignore[arg-type]
     assert slurm.changes() == [["scontrol", "update", "JobId=42", "NodeList=node-1"]]
+    assert slept
+
+
+@pytest.mark.parametrize("now", [1000.0, 1000.4, 1000.999])
+def test_a_shrink_returns_only_past_its_second(now: float) -> None:
+    """The nodes let go refuse the job's credentials of that second: a step on them after an
+    expansion that takes them back must come from a later second."""
+    slept, clock = waits(now)
+    Resizer(FakeSlurm(nodes=["node-1", "node-0"]), **clock).contract("42", 1)  # type: ignore[arg-type]
+    assert len(slept) == 1
+    assert int(now + slept[0]) > int(now)
+    assert slept[0] == pytest.approx(1001 + REVOCATION_MARGIN_S - now)
 
 
 def test_done_gives_back_all_but_the_batch_host() -> None:
     slurm = FakeSlurm(nodes=["node-2", "node-0", "node-3"])
-    assert Resizer(slurm).done("42").nodes == ("node-2",)
+    slept, clock = waits()
+    assert Resizer(slurm, **clock).done("42").nodes == ("node-2",)  # type: ignore[arg-type]
     alone = FakeSlurm(nodes=["node-2"])
-    assert Resizer(alone).done("42").nodes == ("node-2",) and alone.changes() == []
+    assert Resizer(alone, **clock).done("42").nodes == ("node-2",)  # type: ignore[arg-type]
+    assert alone.changes() == [] and len(slept) == 1  # nothing let go, nothing to wait out
 
 
 @pytest.mark.parametrize(
