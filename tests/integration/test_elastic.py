@@ -168,7 +168,8 @@ def sacct(expdir: Path, job_id: str) -> dict[str, str]:
 
 def completed(expdir: Path, job_id: str, timeout: float, poll: float = 2.0) -> dict[str, str]:
     """sacct's row of ``job_id`` once the job has COMPLETED. On timeout it fails naming the
-    job, with what sacct and slurmctld last said of it and the states of its nodes."""
+    job, with what sacct and slurmctld last said of it, the states of its nodes and the end of
+    its output."""
     try:
         return dict(
             wait_for(
@@ -187,9 +188,12 @@ def completed(expdir: Path, job_id: str, timeout: float, poll: float = 2.0) -> d
             "journalctl -q -o cat -n 8 -u ptc-elastic-slurm-client -u slurmctld",
             check=False,
         ).stdout
+        # what the job itself printed (sbatch's default output, in the owner's shared home)
+        printed = ssh(expdir, "head", f"tail -n 6 /home/ptc/slurm-{job_id}.out", check=False)
         raise AssertionError(
             f"{err}; sacct: {sacct(expdir, job_id)}; slurmctld: {seen}; "
-            f"nodes: {slurm_nodes(expdir)}; last logged: {logged.splitlines()}"
+            f"nodes: {slurm_nodes(expdir)}; last logged: {logged.splitlines()}; "
+            f"the job printed: {printed.stdout.splitlines()}"
         ) from None
 
 
