@@ -1,7 +1,7 @@
 """The papers' results beside ours: regenerate docs/paper-results.md and its figures.
 
     .venv/bin/python benchmarks/paper_report.py [--orders 20] [--seeds 20] [--mycluster-seeds 16]
-        [--learn-repeats 3 --learn-steps 100 | --no-learning]
+        [--learn-repeats 8 --learn-steps 100 | --no-learning]
 
 Runs the Part-Time Cloud sweeps (HTC over seeds, KTH-SP2 and the Eagle sample standing in for
 the paper's PEREGRINE), the thesis's Ch. 2 downscaling in file order and shuffled orders, a
@@ -82,7 +82,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=10, help="HTC seeds and Eagle's orders")
     parser.add_argument("--kth-orders", type=int, default=0, help="KTH-SP2's shuffled orders")
     parser.add_argument("--mycluster-seeds", type=int, default=16)
-    parser.add_argument("--learn-repeats", type=int, default=3)
+    parser.add_argument("--learn-repeats", type=int, default=8)
     parser.add_argument("--learn-steps", type=int, default=100)
     parser.add_argument("--no-learning", action="store_true", help="leave the replay out")
     parser.add_argument("--page", type=Path, default=ROOT / "docs" / "paper-results.md")

@@ -93,6 +93,19 @@ COLUMNS: dict[str, tuple[str, str]] = {
 }
 
 
+# Computed from a dataset's own columns when it is read for learning; never stored.
+DERIVED = {
+    "solve_cost_core_s": ("cost of the solve alone: solve_time_s x cores", "core-s"),
+}
+
+
+def derived(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the DERIVED columns its columns allow (one it has already is kept)."""
+    if "solve_cost_core_s" not in frame and {"solve_time_s", "cores"} <= set(frame.columns):
+        frame = frame.assign(solve_cost_core_s=frame["solve_time_s"] * frame["cores"])
+    return frame
+
+
 def paths(path: Path) -> tuple[Path, Path, Path]:
     """The Parquet file, its CSV copy and its column schema."""
     return path, path.with_suffix(".csv"), path.with_suffix(".columns.json")

@@ -53,7 +53,9 @@ def evaluate_cmd(
         "learn-evaluation"
     ),
     response: Annotated[str, typer.Option(help="column to model (log-transformed)")] = "runtime_s",
-    cost: Annotated[str, typer.Option(help="cost column (core-seconds)")] = "cost_core_s",
+    cost: Annotated[
+        str, typer.Option(help="cost column (core-seconds); solve_cost_core_s is derived")
+    ] = "cost_core_s",
     features: Annotated[str, typer.Option(help="comma-separated feature columns")] = ",".join(
         evaluation.DEFAULT_FEATURES
     ),
@@ -87,7 +89,7 @@ def evaluate_cmd(
         restart_every=restart_every,
     )
     chosen = rules.parse_list(rule_list, cost_weight)
-    frame = dataset.load(path)
+    frame = dataset.derived(dataset.load(path))
     with draw.progress(err_console) as on_event:
         result = evaluation.evaluate(frame, chosen, settings, on_event)
     files = evaluation.write(result, out)

@@ -157,18 +157,21 @@ def mycluster_figure(frame: pd.DataFrame, path: Path) -> None:
     save(fig, path)
 
 
-def learning_figure(result: evaluate.Evaluation, path: Path) -> None:
+def learning_figure(result: evaluate.Evaluation, path: Path, label: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    table = evaluate.bands(result.trajectories, "rmse", reached_only=True)
+    # A repeat that has stopped holds its last error: its model was had for that cost, and a
+    # rule that spends less (CE) would otherwise drop out of the median early, leaving only its
+    # repeats that had to pay more.
+    table = evaluate.bands(result.trajectories, "rmse")
     for rule, group in table.groupby("rule", sort=False):
         (line,) = ax.plot(group["cost"], group["median"], label=str(rule), lw=2)
         ax.fill_between(group["cost"], group["q1"], group["q3"], alpha=0.2, color=line.get_color())
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("cumulative cost (core-s)")
-    ax.set_ylabel("Test RMSE of log runtime")
+    ax.set_ylabel(f"Test RMSE of log {label}")
     ax.set_title(
-        f"median and IQR over {result.settings.repeats} repeats, each up to the cost it reached"
+        f"median and IQR over {result.settings.repeats} repeats; a stopped repeat holds its error"
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

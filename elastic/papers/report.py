@@ -101,11 +101,17 @@ def generate(
 
     if settings.learning is not None:
         report.status("the thesis, Ch. 6-7: active learning replayed on the committed dataset")
-        result = learning.run(settings.learning, on_event)
-        written.append(_write_table(result.trajectories, out / "learning_trajectories.parquet"))
-        figures.learning_figure(result, out / "learning.png")
-        written.append(out / "learning.png")
-        sections.append(learning.section(result, settings.learning, "learning.png"))
+        results, pngs = {}, {}
+        for name in settings.learning.measures:
+            measure = learning.MEASURES[name]
+            result = learning.run(settings.learning, measure, on_event)
+            results[name], pngs[name] = result, f"learning_{name}.png"
+            written.append(
+                _write_table(result.trajectories, out / f"learning_{name}_trajectories.parquet")
+            )
+            figures.learning_figure(result, out / pngs[name], measure.label)
+            written.append(out / pngs[name])
+        sections.append(learning.section(results, settings.learning, pngs))
 
     report.status("MyCluster: calibration and the cap's sweep")
     runs = mycluster_runs.run(settings.mycluster, on_event)

@@ -92,7 +92,8 @@ def test_the_page_and_its_figures_are_written(report: tuple[Path, list[Path], li
     assert {p.name for p in pngs} == {
         "part_time_cloud.png",
         "ch2.png",
-        "learning.png",
+        "learning_solve.png",
+        "learning_job.png",
         "mycluster.png",
     }
     for png in pngs:
@@ -105,7 +106,8 @@ def test_every_comparison_has_the_columns_in_order(
     report: tuple[Path, list[Path], list[Event]],
 ) -> None:
     found = comparisons(report[0].read_text())
-    assert len(found) == 8  # PTC x2, Ch. 2 x2, learning, MyCluster, Multiverse, E-HPC
+    # PTC x2, Ch. 2 x2, learning (solve and job time), MyCluster, Multiverse, E-HPC
+    assert len(found) == 9
     for headers, rows in found:
         assert headers[0] == "quantity"
         assert headers[1].startswith("the ") and headers[1].endswith(" number")
