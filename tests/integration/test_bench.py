@@ -342,13 +342,15 @@ def test_live_learning_submits_jobs_and_grows_the_dataset(
         slurm={"time_limit": "00:05:00"},
     )
     out = tmp_path / "learn.parquet"
+    # A run costs 1-13 core-s (2 ranks on a loaded machine): the budget leaves room for two
+    # whatever the load, and the steps stop it at three.
     proc = ptc(
-        "learn", "run", str(plan), cluster.name, "--rule", "CE", "--budget", "12",
-        "--max-steps", "5", "--out", str(out),
+        "learn", "run", str(plan), cluster.name, "--rule", "CE", "--budget", "60",
+        "--max-steps", "3", "--out", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = dataset.load(out)
-    assert 2 <= len(rows) <= 5
+    assert 2 <= len(rows) <= 3
     assert "AMSD" in proc.stderr and "core-s" in proc.stderr
     assert re.search(r"stopped: (budget|converged|steps)", proc.stdout)
     # Every row is a real Slurm job of this campaign, and the spend is what the rows cost.
