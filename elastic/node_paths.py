@@ -45,6 +45,8 @@ ELASTIC_STATE_DIR = "/var/lib/ptc-elastic"
 # configuration that names none gets the same.
 MANAGER_STATE = f"{ELASTIC_STATE_DIR}/manager-state.json"
 CLIENT_KNOWN_HOSTS = f"{ELASTIC_STATE_DIR}/known_hosts"  # the Slurm client's, for its SSH
+# the Slurm partitions the client put DOWN for protected mode (and will put UP again)
+PROTECTED_PARTITIONS = f"{ELASTIC_STATE_DIR}/protected-partitions.json"
 ELASTIC_LOG_DIR = "/var/log/ptc-elastic"
 HOOKS_LOG = f"{ELASTIC_LOG_DIR}/slurm-hooks.log"  # slurmctld drops the programs' output
 RESUME_TIMINGS = f"{ELASTIC_LOG_DIR}/resume-timings.jsonl"  # one JSON line per resume

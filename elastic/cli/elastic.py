@@ -117,16 +117,30 @@ def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> 
         )
     console.print(nodes)
     parts = Table(title="partitions")
-    for column in ("partition", "nodes", "PV policy", "PV age", "PV"):
+    for column in ("partition", "nodes", "PV policy", "PV age", "PV", "resumes"):
         parts.add_column(column)
     for p in st["partitions"]:
         pv = p["pv"]
         age = "-" if pv is None else f"{pv['age']:.0f} s" + (" (stale)" if pv["stale"] else "")
         values = "-" if pv is None else " ".join(f"{k}={v:.2f}" for k, v in pv["values"].items())
         parts.add_row(
-            p["name"], ",".join(p["nodes"]) or "-", (pv or {}).get("policy") or "-", age, values
+            p["name"],
+            ",".join(p["nodes"]) or "-",
+            (pv or {}).get("policy") or "-",
+            age,
+            values,
+            _resumes(p.get("protection") or {}),
         )
     console.print(parts)
+    for p in st["partitions"]:
+        guard = p.get("protection") or {}
+        if guard.get("protected"):
+            err_console.print(
+                f"[red]partition {p['name']} is in protected mode since "
+                f"{_when(guard['since'])} UTC: {guard['reason']}[/]\n"
+                f"  its jobs wait; end it with: ptc elastic unprotect {name or 'NAME'} "
+                f"--partition {p['name']}"
+            )
     if st["reclamations"]:
         recs = Table(title="pending reclamations")
         for column in ("id", "partition", "for", "nodes", "outstanding", "deadline", "left"):
@@ -151,6 +165,31 @@ def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> 
         testbed_cli.print_provisioning(
             provisioning.limits(), provisioning.snapshot(), experiment=name
         )
+
+
+def _resumes(guard: dict[str, Any]) -> str:
+    """A partition's resumes: going ahead (with failures in a row), or protected since when."""
+    if guard.get("protected"):
+        return f"[red]protected since {_when(guard['since'])}[/]"
+    failures = int(guard.get("failures") or 0)
+    return f"go ahead ({failures} failed in a row)" if failures else "go ahead"
+
+
+@app.command("unprotect")
+def unprotect(
+    name: Name = None,
+    partition: Annotated[str, typer.Option("--partition")] = "slurm",
+    url: Url = None,
+    token_file: TokenFile = None,
+) -> None:
+    """End PARTITION's protected mode (admin): its resumes go ahead again, and its Slurm
+    client puts the Slurm partitions it put DOWN back UP within its sync interval."""
+    with connect(name, url, token_file) as manager:
+        was = manager.unprotect(partition)
+    if was:
+        console.print(f"partition {partition}: protected mode ended; its resumes go ahead")
+    else:
+        console.print(f"partition {partition} was not in protected mode; nothing changed")
 
 
 @app.command("overhead")
@@ -486,6 +525,10 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{d['partition']}: ready {', '.join(d.get('ready', [])) or 'none'} ({steps})" + (
             f"; failed {failed}" if failed else ""
         )
+    if kind == "partition-protected":
+        return f"{d['partition']}: protected mode: {d['reason']}"
+    if kind == "partition-unprotected":
+        return f"{d['partition']}: protected mode ended by {d['by']}"
     if "nodes" in d and isinstance(d["nodes"], list):
         return f"{d.get('partition', '')}: {', '.join(str(n) for n in d['nodes'])}"
     return ", ".join(f"{k}={v}" for k, v in d.items())

@@ -129,6 +129,10 @@ class Ok(BaseModel):
     ok: bool = True
 
 
+class Unprotected(BaseModel):
+    was_protected: bool
+
+
 class Health(BaseModel):
     ok: bool = True
     active: bool = Field(description="this manager is the active one")
@@ -343,6 +347,15 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         with request_key(key):
             manager.report_resume(who, partition, req)
         return Ok()
+
+    @app.post(
+        "/v1/partitions/{partition}/unprotect",
+        response_model=Unprotected,
+        summary="End the partition's protected mode (admin)",
+    )
+    def unprotect(partition: Name, who: Caller, key: RequestKey) -> Unprotected:
+        with request_key(key):
+            return Unprotected(was_protected=manager.unprotect(who, partition))
 
     @app.put(
         "/v1/partitions/{partition}/values", response_model=ValuesOut, summary="SetResourceValues"

@@ -341,14 +341,29 @@ class ManagerClient:
         ready: Sequence[str],
         failed: Mapping[str, str],
         timings: Mapping[str, float],
+        called_off: Sequence[str] = (),
     ) -> None:
         body = {
             "nodes": list(nodes),
             "ready": list(ready),
             "failed": dict(failed),
             "timings": {k: max(0.0, float(v)) for k, v in timings.items()},
+            "called_off": list(called_off),
         }
         self._call("POST", f"/v1/partitions/{partition}/resumes", json=body)
+
+    def unprotect(self, partition: str) -> bool:
+        """End the partition's protected mode (admin); whether it was protected."""
+        result = self._call("POST", f"/v1/partitions/{partition}/unprotect")
+        return bool(result["was_protected"])
+
+    def protection(self, partition: str) -> dict[str, Any]:
+        """The partition's protected mode as the manager holds it (``protected``, ``since``,
+        ``reason``, ``failures``, ...)."""
+        for part in self.status()["partitions"]:
+            if part["name"] == partition:
+                return dict(part["protection"])
+        raise NotFoundError(f"partition: no partition {partition!r} in the manager")
 
     def report_jobs(self, rec_id: str, jobs: Sequence[JobReport]) -> None:
         reports = [job.model_dump(mode="json") for job in jobs]

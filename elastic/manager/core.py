@@ -23,6 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from elastic import wire
 from elastic.events import OnEvent, Reporter
+from elastic.manager import protection
 from elastic.manager import reclamation as reclaiming
 from elastic.manager.auth import Principal, Tokens
 from elastic.manager.errors import (
@@ -127,6 +128,11 @@ class ManagerConfig:
     max_pv_age: float = DEFAULT_MAX_AGE_S  # older vectors are refused (elastic.policies)
     max_grace: float = 7 * 86400.0
     clock_skew: float = 5.0  # a PV may be this far in the manager's future
+    # Protected mode: this many node resumes failed in a row on a partition stop its resumes
+    # (0: never); they start again when the administrator says so, or after the cool-down
+    # (seconds; 0: no cool-down). ParallelCluster's protected mode starts at 10.
+    protect_after: int = 10
+    protect_cooldown: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -552,8 +558,8 @@ class Manager:
         done = report if isinstance(report, ResumeReport) else ResumeReport.model_validate(report)
         now = self.clock()
 
-        def change(state: State) -> None:
-            self._partition(state, partition, "partition")
+        def change(state: State) -> str | None:
+            part = self._partition(state, partition, "partition")
             caller.require_partition(partition, "report the resumes of")
             state.append(
                 now,
@@ -563,9 +569,40 @@ class Manager:
                 ready=done.ready,
                 failed=done.failed,
                 timings=done.timings,
+                called_off=done.called_off,
             )
+            after = self.config.protect_after
+            if not protection.record(part, done.ready, done.failed, done.called_off, now, after):
+                return None
+            state.append(
+                now,
+                "partition-protected",
+                partition=partition,
+                failures=part.protection.failures,
+                reason=part.protection.reason,
+            )
+            return part.protection.reason
 
-        self._update(change, type(None))
+        began = self._update(change, str | None)
+        if began is not None:
+            self.report.warning(f"partition {partition}: protected mode: {began}")
+
+    def unprotect(self, caller: Principal, partition: str) -> bool:
+        """End ``partition``'s protected mode (admin); False if it was not protected."""
+        caller.require_admin("end a partition's protected mode")
+        now = self.clock()
+
+        def change(state: State) -> bool:
+            part = self._partition(state, partition, "partition")
+            if not protection.end(part, now):
+                return False
+            state.append(now, "partition-unprotected", partition=partition, by=caller.describe())
+            return True
+
+        ended = self._update(change, bool)
+        if ended:
+            self.report.status(f"partition {partition}: protected mode ended by the admin")
+        return ended
 
     def report_jobs(
         self,
@@ -613,6 +650,30 @@ class Manager:
         self.expire()
         if self.leadership.is_active():  # a lost lease stops the round at once
             self.notify_due()
+        if self.leadership.is_active():
+            self.cool_down()
+
+    def cool_down(self) -> list[str]:
+        """End the protected modes that have lasted their cool-down; the partitions."""
+        now = self.clock()
+        cooldown = self.config.protect_cooldown
+
+        def change(state: State) -> list[str]:
+            done = []
+            for name, part in sorted(state.partitions.items()):
+                if protection.cooled_down(part, now, cooldown) and protection.end(part, now):
+                    state.append(now, "partition-unprotected", partition=name, by="cool-down")
+                    done.append(name)
+            return done
+
+        if not any(
+            protection.cooled_down(p, now, cooldown) for p in self.read().partitions.values()
+        ):
+            return []
+        done = self._update(change)
+        for name in done:
+            self.report.status(f"partition {name}: protected mode ended after its cool-down")
+        return done
 
     def expire(self) -> list[str]:
         """Force the release of nodes whose grace period ran out; the finished reclamations."""
@@ -705,6 +766,10 @@ class Manager:
                     "name": name,
                     "endpoint": part.endpoint,
                     "nodes": sorted(n for n, node in state.nodes.items() if node.owner == name),
+                    "protection": {
+                        **part.protection.model_dump(mode="json"),
+                        "protected": part.protection.since is not None,
+                    },
                     "pv": None
                     if pv is None
                     else {

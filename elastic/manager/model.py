@@ -72,6 +72,9 @@ class ResumeReport(BaseModel):
     timings: dict[StepName, Annotated[float, Field(ge=0, le=1e7)]] = Field(
         default_factory=dict, max_length=16
     )
+    # Failed nodes whose resume a power down called off (a reclamation took them back, or the
+    # partition is protected): not the node's failure, so protected mode does not count them.
+    called_off: list[ModelNodeName] = Field(default_factory=list, max_length=10000)
 
 
 class PreemptionRecord(BaseModel):
@@ -93,6 +96,17 @@ class Node(BaseModel):
     since: float = 0.0
 
 
+class Protection(BaseModel):
+    """A partition's run of failed resumes, and whether it is in protected mode (``since``):
+    see ``elastic.manager.protection``."""
+
+    failures: int = 0  # nodes whose resume failed in a row, since the last one that came up
+    last_failure: str = ""  # that node and why
+    since: float | None = None  # when protected mode began; None: resumes go ahead
+    reason: str = ""  # why it began
+    ended: float | None = None  # when the last protected mode ended
+
+
 class Partition(BaseModel):
     name: str
     endpoint: str | None = None
@@ -101,6 +115,7 @@ class Partition(BaseModel):
     # The partition's minimum: nodes it holds from the start and never gives up,
     # neither to a reclamation nor by DeleteNodes (Slurm never suspends them: SuspendExcNodes).
     minimum: list[str] = Field(default_factory=list)
+    protection: Protection = Field(default_factory=Protection)
 
 
 class Reclamation(BaseModel):

@@ -9,6 +9,8 @@ Configuration (YAML)::
                                  # elastic.node_paths.ELASTIC_TOKENS_DIR
     notify_interval: 60          # seconds between NotifyDeletePending repeats
     max_pv_age: 120              # older preemption vectors are refused
+    protect_after: 10            # node resumes failed in a row before a partition is protected
+    protect_cooldown: 0          # seconds a protection lasts (0: until `ptc elastic unprotect`)
     tick_interval: 1
     pool:                        # nodes added to the pool at start (kept if already there)
       - {name: node-0, cpus: 4, memory_mb: 8192, features: [x86_64]}
@@ -65,6 +67,8 @@ class ServiceConfig:
     tokens: Path = Path(node_paths.ELASTIC_TOKENS_DIR)
     notify_interval: float = ManagerConfig.notify_interval
     max_pv_age: float = ManagerConfig.max_pv_age
+    protect_after: int = ManagerConfig.protect_after
+    protect_cooldown: float = ManagerConfig.protect_cooldown
     tick_interval: float = 1.0
     pool: tuple[dict[str, Any], ...] = ()
     partitions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
@@ -117,6 +121,12 @@ class ServiceConfig:
                 raw[key] = Path(raw[key])
         if raw.get("tls") is not None:
             raw["tls"] = parse_tls(raw["tls"], f"{path}: tls")
+        after = raw.get("protect_after", ManagerConfig.protect_after)
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            raise InputError(f"{path}: protect_after: {after!r} is not a whole number >= 0")
+        cooldown = raw.get("protect_cooldown", ManagerConfig.protect_cooldown)
+        if not isinstance(cooldown, int | float) or isinstance(cooldown, bool) or cooldown < 0:
+            raise InputError(f"{path}: protect_cooldown: {cooldown!r} is not seconds >= 0")
         return cls(**raw)
 
 
@@ -225,7 +235,12 @@ def build_manager(config: ServiceConfig) -> Manager:
     manager = Manager(
         store,
         Tokens(config.tokens),
-        config=ManagerConfig(notify_interval=config.notify_interval, max_pv_age=config.max_pv_age),
+        config=ManagerConfig(
+            notify_interval=config.notify_interval,
+            max_pv_age=config.max_pv_age,
+            protect_after=config.protect_after,
+            protect_cooldown=float(config.protect_cooldown),
+        ),
         on_event=to_logger(log),
         leadership=elected,
         # The clients' endpoints serve HTTPS with the cluster CA's certificates too.

@@ -29,14 +29,17 @@ next NotifyDeletePending (every minute) tells it again what is being reclaimed.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
+from elastic import atomic
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.events import OnEvent, Reporter
 from elastic.manager.client import ManagerClient
@@ -111,6 +114,13 @@ class ClientConfig:
     register_cap: float = 3600.0
     register_poll: float = 2.0
     requeue_lead: float = 2.0  # requeue this long before the deadline
+    # A free node's machine that runs while Slurm holds the node powered down is powered off
+    # only once it has been so this long: one coming up by itself (an instance whose slurmd is
+    # about to register) shows so for a moment, and stopping its slurmd then fails its job.
+    settle_grace: float = 30.0
+    # Where the client keeps the Slurm partitions it put DOWN for protected mode, so that it
+    # (and only it) puts them UP again, across restarts; None: in memory only.
+    protected_file: Path | None = None
 
 
 @dataclass
@@ -193,6 +203,10 @@ class SlurmElasticClient:
         self.report = Reporter("slurm-elastic", on_event)
         self.pending: dict[str, Pending] = {}
         self._lock = threading.Lock()
+        self._downed_here: set[str] = set()  # without protected_file
+        # settle_power: since when each free node's machine was seen running while Slurm held
+        # the node powered down
+        self._resting_since: dict[str, float] = {}
 
     @property
     def partition(self) -> str:
@@ -208,6 +222,14 @@ class SlurmElasticClient:
         failed: dict[str, str] = {}
         timings: dict[str, float] = {}
         started = self.clock()
+        if (protected := self._protected()) is not None:
+            # the partition's jobs wait while it is protected; a resume asked for before the
+            # partition went DOWN is refused, and not counted against the nodes
+            refused = {n: f"partition protected: {protected}" for n in nodes}
+            self._fail(refused)
+            self._report_resume(nodes, [], refused, {"total": 0.0}, called_off=nodes)
+            self.report.end(f"resume: refused {nodes}, the partition is protected")
+            return HookResult([], refused, {"total": 0.0}, started)
         ready = self._add(nodes, failed)
         timings["manager"] = self.clock() - started
         # A node fails at the step that failed it, not when the others are ready: its job is
@@ -240,6 +262,7 @@ class SlurmElasticClient:
             self._fail(late)
             failed.update(late)
             ready = [n for n in ready if n not in missing and n not in gave_up]
+        called_off = []
         for node, state in gave_up.items():  # ResumeFailProgram's or SuspendProgram's business
             if state.startswith("down"):
                 self.report.warning(f"{node}: Slurm gave up on the resume ({state})")
@@ -247,15 +270,22 @@ class SlurmElasticClient:
             else:
                 self.report.warning(f"{node}: the resume was called off: powered down ({state})")
                 failed[node] = f"called off: powered down ({state})"
+                called_off.append(node)
         timings["total"] = self.clock() - started
-        self._report_resume(nodes, ready, failed, timings)
+        self._report_resume(nodes, ready, failed, timings, called_off=called_off)
         self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
         return HookResult(ready, failed, timings, started)
 
     def _report_resume(
-        self, nodes: list[str], ready: list[str], failed: dict[str, str], timings: dict[str, float]
+        self,
+        nodes: list[str],
+        ready: list[str],
+        failed: dict[str, str],
+        timings: dict[str, float],
+        called_off: Sequence[str] = (),
     ) -> None:
-        """The resume's steps to the manager's event log; best effort: the resume is done."""
+        """The resume's steps to the manager's event log, which also counts its failures
+        towards protected mode; best effort: the resume is done."""
         try:
             self.manager.report_resume(
                 self.partition,
@@ -263,9 +293,82 @@ class SlurmElasticClient:
                 ready,
                 {n: why[:300] for n, why in failed.items()},
                 timings,
+                called_off=called_off,
             )
         except PtcError as err:
             self.report.warning(f"the manager did not take the resume's report: {_short(err)}")
+
+    def _protected(self) -> str | None:
+        """Why the partition is in protected mode, or None. A manager that does not answer
+        protects nothing: the resume's own calls to it will fail if it is away."""
+        try:
+            p = self.manager.protection(self.partition)
+        except PtcError:
+            return None
+        if not p.get("protected"):
+            return None
+        since = datetime.fromtimestamp(float(p["since"]), UTC)
+        return f"since {since:%Y-%m-%dT%H:%M:%SZ}: {p.get('reason') or 'no reason given'}"
+
+    # -- protected mode -------------------------------------------------------------------
+    def sync_protection(self) -> dict[str, list[str]]:
+        """The manager's protected mode, applied to Slurm. While the partition is protected,
+        the Slurm partitions of its jobs are DOWN: jobs are still queued, none starts, and the
+        running ones go on. Once it ends, the partitions this client put DOWN are UP again;
+        one that someone else put DOWN is left as it is. Returns {"down": [...], "up": [...]}."""
+        protected = bool(self.manager.protection(self.partition).get("protected"))
+        marked = self._protected_partitions()
+        states = {name: state for name, (state, _) in self._job_partitions().items()}
+        downed: list[str] = []
+        upped: list[str] = []
+        if protected:
+            for name, state in sorted(states.items()):
+                if state == "UP":
+                    self.slurm.set_partition_state(name, "DOWN")
+                    downed.append(name)
+            left = marked | set(downed)
+        else:
+            for name in sorted(marked):
+                if states.get(name) == "DOWN":
+                    self.slurm.set_partition_state(name, "UP")
+                    upped.append(name)
+            left = set()
+        if left != marked:
+            self._keep_protected_partitions(left)
+        if downed:
+            self.report.warning(f"protected mode: Slurm partition(s) {downed} DOWN")
+        if upped:
+            self.report.status(f"protected mode over: Slurm partition(s) {upped} UP")
+        return {"down": downed, "up": upped}
+
+    def _job_partitions(self) -> dict[str, tuple[str, list[str]]]:
+        """The Slurm partitions whose jobs this client serves: the one it is set to, else
+        every partition with a node of the pool."""
+        found = self.slurm.partitions()
+        wanted = self.config.slurm_partition
+        if wanted is not None:
+            return {k: v for k, v in found.items() if k == wanted}
+        pool = {n["name"] for n in self.manager.discover()}
+        return {k: v for k, v in found.items() if pool.intersection(v[1])}
+
+    def _protected_partitions(self) -> set[str]:
+        path = self.config.protected_file
+        if path is None:
+            return set(self._downed_here)
+        try:
+            names = json.loads(path.read_text())
+        except FileNotFoundError:
+            return set()
+        except (OSError, ValueError) as err:
+            raise PtcError(f"{path}: unreadable ({err}); remove it to start again") from err
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise PtcError(f"{path}: not a list of partition names; remove it to start again")
+        return set(names)
+
+    def _keep_protected_partitions(self, names: set[str]) -> None:
+        self._downed_here = set(names)
+        if self.config.protected_file is not None:
+            atomic.write_text(self.config.protected_file, json.dumps(sorted(names)) + "\n")
 
     def _add(self, nodes: list[str], failed: dict[str, str]) -> list[str]:
         try:
@@ -433,15 +536,19 @@ class SlurmElasticClient:
         """Power off the free pool nodes Slurm holds powered down whose machines still run: a
         fresh deploy leaves the pool up, and a power off the testbed refused (a deploy holding
         the nodes) is done here once it may. Only free nodes: a node another partition holds
-        is its user's to run. Slurm's view is read again under the provisioner's power lock, so a
-        resume that began in between is left alone."""
+        is its user's to run; and only once seen so for ``settle_grace`` (a node coming up by
+        itself shows so until its slurmd registers). Slurm's view is read again under the
+        provisioner's power lock, so a resume that began in between is left alone."""
         free = sorted(n["name"] for n in self.manager.discover() if n.get("owner") is None)
-        if not free:
+        candidates = self.provisioner.running(self._resting(free)) if free else []
+        now = self.clock()
+        self._resting_since = {n: self._resting_since.get(n, now) for n in candidates}
+        due = [n for n in candidates if now - self._resting_since[n] >= self.config.settle_grace]
+        if not due:
             return []
-        candidates = self.provisioner.running(self._resting(free))
-        if not candidates:
-            return []
-        settled = self.provisioner.power_off_if(candidates, self._resting)
+        settled = self.provisioner.power_off_if(due, self._resting)
+        for node in settled:
+            self._resting_since.pop(node, None)
         if settled:
             self.report.status(f"power: {settled} off (free, powered down in Slurm)")
         return settled

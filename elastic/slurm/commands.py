@@ -123,6 +123,23 @@ class Slurm:
         """Clear DRAIN, leave the base state (powered down) as it is (Slurm >= 20.11)."""
         self.update_nodes(nodes, "UNDRAIN")
 
+    def partitions(self) -> dict[str, tuple[str, list[str]]]:
+        """``{partition: (State, its nodes)}`` from ``scontrol show partition -o``."""
+        found: dict[str, tuple[str, list[str]]] = {}
+        for line in self.run(["scontrol", "show", "partition", "-o"]).splitlines():
+            fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            name = fields.get("PartitionName")
+            if not name:
+                continue
+            hostlist = fields.get("Nodes", "")
+            nodes = self.expand(hostlist) if hostlist and hostlist != "(null)" else []
+            found[name] = (fields.get("State", ""), nodes)
+        return found
+
+    def set_partition_state(self, partition: str, state: str) -> None:
+        """``UP``, or ``DOWN``: jobs are still queued but none starts (running ones go on)."""
+        self.run(["scontrol", "update", f"PartitionName={partition}", f"State={state}"])
+
     def show_nodes(self, nodes: Sequence[str]) -> str:
         """``scontrol show node -o``: one line of ``Key=Value`` fields a node."""
         return self.run(["scontrol", "show", "node", "-o", ",".join(nodes)])

@@ -105,6 +105,7 @@ class SlurmClientSettings:
     timings_file: Path | None = None
     provisioner: str = ""
     tls: dict[str, Path] | None = None  # cert, key: the endpoint serves HTTPS only
+    protected_file: Path | None = Path(node_paths.PROTECTED_PARTITIONS)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -119,7 +120,7 @@ class SlurmClientSettings:
             raise InputError(f"{path}: policy: {raw['policy']!r}; choose from {POLICY_NAMES}")
         check_listen(str(raw.get("listen", cls.listen)), f"{path}: listen")
         raw["token_file"] = Path(raw["token_file"])
-        for key in ("log_file", "timings_file", "manager_ca"):
+        for key in ("log_file", "timings_file", "manager_ca", "protected_file"):
             if raw.get(key):
                 raw[key] = Path(raw[key])
         raw["priority_rules"] = tuple(raw.get("priority_rules") or ())
@@ -156,6 +157,7 @@ def build_client(settings: SlurmClientSettings) -> SlurmElasticClient:
             slurm_partition=settings.slurm_partition,
             register_timeout=settings.register_timeout,
             requeue_lead=settings.requeue_lead,
+            protected_file=settings.protected_file,
         ),
         on_event=to_logger(log),
     )
@@ -187,14 +189,16 @@ def create_app(
     run_loop: bool = True,
 ) -> FastAPI:
     """The client's endpoint (NotifyDeletePending, authenticated with the partition's token)
-    and, while it runs, the PV loop, the reclamation steps and the pool's drains. Each of the
-    three runs on its own: one failing (Slurm or the manager away) does not stop the others."""
+    and, while it runs, the PV loop, the reclamation steps, the pool's drains, protected mode
+    and the pool's power. Each runs on its own: one failing (Slurm or the manager away) does
+    not stop the others."""
 
     async def loop() -> None:
-        last = {"pv": -1e18, "sync": -1e18, "power": -1e18}
+        last = {"pv": -1e18, "sync": -1e18, "protect": -1e18, "power": -1e18}
         jobs: list[tuple[str, float, Callable[[], object]]] = [
             ("pv", pv_interval, client.report_pv),
             ("sync", sync_interval, client.sync_pool),
+            ("protect", sync_interval, client.sync_protection),
             ("power", power_interval, client.settle_power),
             ("step", 0.0, client.step),
         ]

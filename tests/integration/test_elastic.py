@@ -67,6 +67,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NAME = experiment_name("elastic", "PTC_TEST_ELASTIC_NAME")
 NODES = ["node-0", "node-1", "node-2", "node-3"]
 SUSPEND_TIME = 20
+PROTECT_AFTER = 3
 EXTRAVARS = [
     "ptc_elastic=true",
     f"slurm_power_save_suspend_time={SUSPEND_TIME}",
@@ -77,6 +78,8 @@ EXTRAVARS = [
     "elastic_max_pv_age=60",
     # Running jobs may grow and shrink (E-HPC's expand and contract).
     "slurm_job_expansion=true",
+    # Protected mode after fewer failed resumes than the default, so one job's can show it.
+    f"elastic_protect_after={PROTECT_AFTER}",
 ]
 MARKS = "/home/ptc/elastic-marks"
 # The second group (see the module's docstring).
@@ -725,43 +728,82 @@ def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path)
 
 
 # In the first group, though a fault: the seconds per group are balanced between the two.
-def test_a_node_that_does_not_boot_is_down_with_the_reason_and_back_in_the_pool(
-    leaves_pool_idle: Path,
+def test_nodes_that_do_not_boot_are_down_and_put_the_partition_in_protected_mode(
+    leaves_pool_idle: Path, ptc: Any
 ) -> None:
-    """A resume starts the node's machine; node-2's disk lost its init while the machine was
-    off, so it cannot boot: the resume fails at the testbed's step, with its reason, the job is
-    requeued and the node is back in the pool, its machine off. With init back it boots and
-    runs the job."""
+    """A resume starts the nodes' machines; node-1..3's disks lost their init while the
+    machines were off, so they cannot boot: the resume fails at the testbed's step, with its
+    reason, the job is requeued and the nodes are back in the pool, their machines off. Three
+    failed in a row (PROTECT_AFTER) put the partition in protected mode: `ptc elastic status`
+    says why and since when, the Slurm partition is DOWN and the job waits. With init back and
+    the nodes resumed, `ptc elastic unprotect` ends it and the job runs."""
     expdir = leaves_pool_idle
-    container = f"ptc-{NAME}-node-2"
-    wait_for("node-2's machine off", lambda: not machines_running(["node-2"])["node-2"], 120, 5)
-    root = subprocess.run(
-        ["podman", "mount", container], capture_output=True, text=True, check=True, timeout=120
-    ).stdout.strip()
-    init = Path(root) / "sbin" / "init"  # a symlink to systemd: renamed, never followed
-    broken = init.with_name("init.ptc-test")
-    init.rename(broken)
+    broken = ["node-1", "node-2", "node-3"]
+    wait_for("the nodes' machines off", lambda: not any(machines_running(broken).values()), 120, 5)
+    moved: list[tuple[Path, Path]] = []
     try:
-        job_id = sbatch(expdir, "-N1 -w node-2", "true")
-        _, reason = wait_for(
-            "node-2 DOWN, not booted, back in the pool",
-            lambda: down_and_given_back(expdir, "node-2"),
-            240,
-        )
-        assert reason.startswith("ptc resume: power on failed:"), reason
-        assert "podman start" in reason or "did not start" in reason, reason
+        for node in broken:
+            container = f"ptc-{NAME}-{node}"
+            root = subprocess.run(
+                ["podman", "mount", container],
+                capture_output=True, text=True, check=True, timeout=120,
+            ).stdout.strip()  # fmt: skip
+            init = Path(root) / "sbin" / "init"  # a symlink to systemd: renamed, never followed
+            init.rename(init.with_name("init.ptc-test"))
+            moved.append((init, init.with_name("init.ptc-test")))
+        job_id = sbatch(expdir, "-N3 -w node-[1-3]", "true")
+        for node in broken:
+            _, reason = wait_for(
+                f"{node} DOWN, not booted, back in the pool",
+                lambda n=node: down_and_given_back(expdir, n),
+                240,
+            )
+            assert reason.startswith("ptc resume: power on failed:"), reason
+            assert "podman start" in reason or "did not start" in reason, reason
         wait_for(f"job {job_id} requeued, not lost", lambda: requeued(expdir, job_id), 120)
-        assert not machines_running(["node-2"])["node-2"]
+        assert not any(machines_running(broken).values())
     finally:
-        if os.path.lexists(broken):
-            broken.rename(init)
-        subprocess.run(["podman", "umount", container], check=False, timeout=120)
-    ssh(expdir, "head", "scontrol update nodename=node-2 state=resume")
+        for init, aside in moved:
+            if os.path.lexists(aside):
+                aside.rename(init)
+        for node in broken:
+            subprocess.run(["podman", "umount", f"ptc-{NAME}-{node}"], check=False, timeout=120)
+
+    # protected mode: said by the status, applied to Slurm, and the job waits
+    # (the resume reports to the manager once its nodes are given back)
+    (began,) = wait_for(
+        "the partition-protected event", lambda: events(expdir, "partition-protected"), 60, 2
+    )
+    assert began["data"]["partition"] == "slurm" and began["data"]["failures"] >= PROTECT_AFTER
+    status = ptc("elastic", "status", NAME)
+    assert status.returncode == 0, status.stderr
+    said = " ".join(status.stderr.split())  # as one line, however the terminal wrapped it
+    assert "partition slurm is in protected mode since" in said, said
+    assert "resume(s) failed in a row" in said and "power on failed" in said, said
+    assert f"ptc elastic unprotect {NAME} --partition slurm" in said, said
+    wait_for("the Slurm partition DOWN", lambda: partition_state(expdir) == "DOWN", 60, 2)
+    ssh(expdir, "head", "scontrol update nodename=node-[1-3] state=resume")
+    time.sleep(10)  # a partition that was UP would start the job within this
+    assert job(expdir, job_id)["JobState"] == "PENDING"
+
+    proc = ptc("elastic", "unprotect", NAME, "--partition", "slurm")
+    assert proc.returncode == 0, proc.stderr
+    assert "protected mode ended" in proc.stdout, proc.stdout
+    again = ptc("elastic", "unprotect", NAME, "--partition", "slurm")
+    assert "was not in protected mode" in again.stdout, again.stdout
+    wait_for("the Slurm partition UP", lambda: partition_state(expdir) == "UP", 60, 2)
     assert wait_for(
-        f"job {job_id} to complete once node-2 boots",
+        f"job {job_id} to complete once the nodes boot",
         lambda: sacct(expdir, job_id).get("state") == "COMPLETED",
         300,
     )
+    (ended,) = events(expdir, "partition-unprotected")
+    assert ended["data"] == {"partition": "slurm", "by": "admin"}
+
+
+def partition_state(expdir: Path, partition: str = "main") -> str:
+    line = ssh(expdir, "head", f"scontrol show partition -o {partition}").stdout
+    return dict(kv.split("=", 1) for kv in line.split() if "=" in kv).get("State", "")
 
 
 def test_ptc_verify_passes_with_the_pool_powered_down(leaves_pool_idle: Path, ptc: Any) -> None:

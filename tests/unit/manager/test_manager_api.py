@@ -442,7 +442,7 @@ def test_a_partition_reports_its_resumes_to_the_event_log_and_only_its_own(env: 
     assert r.status_code == 200, r.text
     (event,) = [e for e in env.http.get("/v1/events", headers=env.auth(env.admin)).json()
                 if e["kind"] == "resume-reported"]  # fmt: skip
-    assert event["data"] == {"partition": "slurm", **body}
+    assert event["data"] == {"partition": "slurm", "called_off": [], **body}
     assert describe(event) == (
         "slurm: ready node-0 (manager 0.1 s, power_on 3.5 s, total 4.0 s); "
         "failed node-1: power on failed: no machine"

@@ -53,6 +53,10 @@ class FakeSlurm:
     register_after: int = 0  # sinfo polls before a resumed node shows registered
     known: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")  # Slurm's nodes
     slurmd_started: dict[str, str] = field(default_factory=dict)  # node -> ISO time
+    # partition -> [State, its hostlist]
+    partitions: dict[str, list[str]] = field(
+        default_factory=lambda: {"main": ["UP", "node-[0-3]"], "debug": ["UP", "head"]}
+    )
 
     def line(self, job: Job) -> str:
         nodes = ",".join(job.nodes)
@@ -87,6 +91,14 @@ class FakeSlurm:
             job = next(j for j in self.jobs if j.job_id == argv[4])
             resize = " ResizeTime=2026-11-28T17:41:18" if job.resized else ""
             return f"JobId={job.job_id} JobState=RUNNING{resize} Partition={job.partition}\n"
+        if argv[:4] == ["scontrol", "show", "partition", "-o"]:
+            return "".join(
+                f"PartitionName={name} AllowGroups=ALL Nodes={hosts} State={state} TotalNodes=4\n"
+                for name, (state, hosts) in self.partitions.items()
+            )
+        if argv[:2] == ["scontrol", "update"] and argv[2].startswith("PartitionName="):
+            self.partitions[argv[2].removeprefix("PartitionName=")][0] = argv[3].split("=")[1]
+            return ""
         if argv[:2] == ["scontrol", "update"] and argv[2].startswith("JobId="):
             self.begin[argv[2].removeprefix("JobId=")] = argv[3].removeprefix("StartTime=")
             return ""

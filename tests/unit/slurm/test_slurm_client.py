@@ -439,8 +439,30 @@ def test_free_pool_nodes_powered_down_in_slurm_are_powered_off_once(world: World
         "node-3": "idle",  # up in Slurm
     }
     world.manager.add_nodes(world.admin, "ref", nodes=["node-2"])
+    # seen so once: it may be coming up by itself, its slurmd about to register
+    assert world.client.settle_power() == []
+    world.clock.sleep(world.client.config.settle_grace)
     assert world.client.settle_power() == ["node-0"]
     assert world.prov.calls == [("power_off", ["node-0"])]
     assert world.prov.on == {"node-1", "node-2", "node-3"}
     assert world.client.settle_power() == []  # already off: nothing more
     assert world.prov.calls == [("power_off", ["node-0"])]
+
+
+def test_a_machine_that_comes_up_by_itself_keeps_its_slurmd(world: World) -> None:
+    """A node's machine started outside a resume (an EC2 instance realised on it) runs while
+    Slurm still holds the node powered down, until its slurmd registers: the loop must not stop
+    that slurmd (its job would fail), only a machine still so after the grace."""
+    world.prov.on = {"node-1"}
+    world.slurm.states = {"node-1": "idle~"}
+    assert world.client.settle_power() == []
+    world.clock.sleep(world.client.config.settle_grace / 2)
+    world.slurm.states["node-1"] = "idle"  # registered
+    assert world.client.settle_power() == []
+    world.clock.sleep(world.client.config.settle_grace)
+    assert world.client.settle_power() == [] and world.prov.calls == []
+    # powered down by Slurm later and its machine still on: the grace starts again from then
+    world.slurm.states["node-1"] = "idle~"
+    assert world.client.settle_power() == []
+    world.clock.sleep(world.client.config.settle_grace)
+    assert world.client.settle_power() == ["node-1"]
