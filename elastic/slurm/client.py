@@ -368,7 +368,8 @@ class SlurmElasticClient:
     def _keep_protected_partitions(self, names: set[str]) -> None:
         self._downed_here = set(names)
         if self.config.protected_file is not None:
-            atomic.write_text(self.config.protected_file, json.dumps(sorted(names)) + "\n")
+            text = json.dumps(sorted(names)) + "\n"
+            atomic.write_text(self.config.protected_file, text, mode=0o600)
 
     def _add(self, nodes: list[str], failed: dict[str, str]) -> list[str]:
         try:

@@ -52,6 +52,7 @@ def test_unprotect_puts_up_only_what_the_client_put_down(world: World, tmp_path:
     protect(world)
     world.client.sync_protection()
     assert json.loads(marks.read_text()) == ["main"]
+    assert marks.stat().st_mode & 0o777 == 0o600  # root's: the client runs as root
     # a new client (a restart) reads what its predecessor put DOWN
     old = world.client
     world.client = SlurmElasticClient(
