@@ -360,7 +360,8 @@ class ManagerClient:
     def protection(self, partition: str) -> dict[str, Any]:
         """The partition's protected mode as the manager holds it (``protected``, ``since``,
         ``reason``, ``failures``, ...)."""
-        for part in self.status()["partitions"]:
+        parts: list[dict[str, Any]] = self._call("GET", "/v1/partitions")
+        for part in parts:
             if part["name"] == partition:
                 return dict(part["protection"])
         raise NotFoundError(f"partition: no partition {partition!r} in the manager")

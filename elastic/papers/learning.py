@@ -161,8 +161,7 @@ def _crossing(curve: pd.DataFrame) -> float:
     return float(ordered["cost"].iloc[start])
 
 
-def provenance(settings: LearningSettings) -> str:
-    data = dataset.load(settings.dataset)
+def provenance(settings: LearningSettings, data: pd.DataFrame) -> str:
     days = sorted({str(t)[:10] for t in data["submit_time"].dropna()})
     when = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
     first = data.iloc[0]
@@ -179,30 +178,36 @@ def provenance(settings: LearningSettings) -> str:
     )
 
 
-def _range(result: evaluate.Evaluation, settings: LearningSettings) -> tuple[float, float, float]:
+def _range(usable: pd.DataFrame, result: evaluate.Evaluation) -> tuple[float, float, float]:
     """The orders of magnitude of the replay's response over the usable runs, and its ends."""
-    usable = evaluate.usable(frame(settings), result.settings)[result.settings.response]
-    low, high = float(usable.min()), float(usable.max())
+    response = usable[result.settings.response]
+    low, high = float(response.min()), float(response.max())
     return math.log10(high / low), low, high
 
 
-def best_reduction(result: evaluate.Evaluation, rule: str) -> Spread:
-    """Per repeat, the largest 1 - RMSE(rule) / RMSE(VR) at equal cost, in percent."""
-    return Spread.of(equal_cost(result.trajectories, rule).groupby("repeat")["reduction_pct"].max())
+def best_reduction(curve: pd.DataFrame) -> Spread:
+    """Per repeat, the largest reduction of an ``equal_cost`` curve, in percent."""
+    return Spread.of(curve.groupby("repeat")["reduction_pct"].max())
 
 
-def table(result: evaluate.Evaluation, settings: LearningSettings, measure: Measure) -> Table:
+def _ce_rules(result: evaluate.Evaluation) -> list[str]:
+    return [r for r in dict.fromkeys(result.trajectories["rule"]) if r.startswith("CE")]
+
+
+def table(
+    result: evaluate.Evaluation, settings: LearningSettings, measure: Measure, data: pd.DataFrame
+) -> Table:
+    """``data``: the dataset as ``frame`` reads it."""
     traj = result.trajectories
-    labels = list(dict.fromkeys(traj["rule"]))
-    ce_rules = [r for r in labels if r.startswith("CE")]
-    usable = evaluate.usable(frame(settings), result.settings)
-    orders, low, high = _range(result, settings)
+    ce_rules = _ce_rules(result)
+    usable = evaluate.usable(data, result.settings)
+    orders, low, high = _range(usable, result)
     total = float(usable[result.settings.cost].sum())
     rows: list[Row] = []
     cols = (f"ours: mean ± sd over {settings.repeats} repeats",)
     for rule in ce_rules:
         curve = equal_cost(traj, rule)
-        best = best_reduction(result, rule)
+        best = best_reduction(curve)
         median = curve.groupby("cost")["reduction_pct"].median() if not curve.empty else pd.Series()
         cross = Spread.of(_crossing(g) for _, g in curve.groupby("repeat"))
         rows.append(
@@ -279,14 +284,18 @@ def table(result: evaluate.Evaluation, settings: LearningSettings, measure: Meas
     )
 
 
-def comparison(results: Mapping[str, evaluate.Evaluation], settings: LearningSettings) -> str:
-    """One sentence per measure: its range and CE(C=1)'s largest reduction against VR."""
+def comparison(
+    results: Mapping[str, evaluate.Evaluation], settings: LearningSettings, data: pd.DataFrame
+) -> str:
+    """One sentence per measure: its range and each CE rule's largest reduction against VR."""
     parts = []
     for name, result in results.items():
         measure = MEASURES[name]
-        orders = _range(result, settings)[0]
-        ce = [r for r in dict.fromkeys(result.trajectories["rule"]) if r.startswith("CE")]
-        gains = ", ".join(f"{r} {best_reduction(result, r).text(1)}%" for r in ce)
+        orders = _range(evaluate.usable(data, result.settings), result)[0]
+        gains = ", ".join(
+            f"{r} {best_reduction(equal_cost(result.trajectories, r)).text(1)}%"
+            for r in _ce_rules(result)
+        )
         parts.append(f"on the {measure.label} ({orders:.1f} orders of magnitude): {gains}")
     return (
         "The largest error reduction against VR at equal cost, mean ± sd over "
@@ -300,10 +309,11 @@ def section(
     figures: Mapping[str, str],
 ) -> Section:
     """One table and one figure per measure replayed (``results`` and ``figures`` by name)."""
+    data = frame(settings)
     return Section(
         "Duplyakin's thesis, Ch. 6-7: active learning",
-        (provenance(settings), comparison(results, settings)),
-        tuple(table(result, settings, MEASURES[name]) for name, result in results.items()),
+        (provenance(settings, data), comparison(results, settings, data)),
+        tuple(table(result, settings, MEASURES[name], data) for name, result in results.items()),
         tuple(
             Figure(
                 figures[name],

@@ -318,6 +318,8 @@ class SlurmElasticClient:
         one that someone else put DOWN is left as it is. Returns {"down": [...], "up": [...]}."""
         protected = bool(self.manager.protection(self.partition).get("protected"))
         marked = self._protected_partitions()
+        if not protected and not marked:
+            return {"down": [], "up": []}  # the usual round: Slurm need not be asked
         states = {name: state for name, (state, _) in self._job_partitions().items()}
         downed: list[str] = []
         upped: list[str] = []
@@ -366,8 +368,9 @@ class SlurmElasticClient:
         return set(names)
 
     def _keep_protected_partitions(self, names: set[str]) -> None:
-        self._downed_here = set(names)
-        if self.config.protected_file is not None:
+        if self.config.protected_file is None:
+            self._downed_here = set(names)
+        else:
             text = json.dumps(sorted(names)) + "\n"
             atomic.write_text(self.config.protected_file, text, mode=0o600)
 
