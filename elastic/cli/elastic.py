@@ -117,7 +117,7 @@ def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> 
         )
     console.print(nodes)
     parts = Table(title="partitions")
-    for column in ("partition", "nodes", "PV policy", "PV age", "PV", "resumes"):
+    for column in ("partition", "nodes", "PV policy", "PV age", "PV", "resumes", "repairs"):
         parts.add_column(column)
     for p in st["partitions"]:
         pv = p["pv"]
@@ -130,6 +130,7 @@ def status(name: Name = None, url: Url = None, token_file: TokenFile = None) -> 
             age,
             values,
             _resumes(p.get("protection") or {}),
+            _repairs(p.get("repairs") or {}),
         )
     console.print(parts)
     for p in st["partitions"]:
@@ -173,6 +174,22 @@ def _resumes(guard: dict[str, Any]) -> str:
         return f"[red]protected since {_when(guard['since'])}[/]"
     failures = int(guard.get("failures") or 0)
     return f"go ahead ({failures} failed in a row)" if failures else "go ahead"
+
+
+def _repairs(records: dict[str, Any]) -> str:
+    """The repair loop's work on a partition: nodes it mends now, those backing off after a
+    failed repair (until when), and how many it brought back in all."""
+    now = [n for n, r in records.items() if r.get("active")]
+    waiting = [
+        f"{n} failed {r['failures']}x, next {_when(r['not_before'])}"
+        for n, r in records.items()
+        if not r.get("active") and r.get("failures")
+    ]
+    done = sum(int(r.get("repaired") or 0) for r in records.values())
+    parts = [f"mending {', '.join(now)}"] if now else []
+    parts += waiting
+    parts.append(f"{done} repaired")
+    return "; ".join(parts)
 
 
 @app.command("unprotect")
@@ -529,6 +546,19 @@ def _describe(event: dict[str, Any]) -> str:
         return f"{d['partition']}: protected mode: {d['reason']}"
     if kind == "partition-unprotected":
         return f"{d['partition']}: protected mode ended by {d['by']}"
+    if kind == "repair-started":
+        return f"{d['partition']}: {d['node']}: {d['cause']} (by {d['holder']})"
+    if kind == "node-repaired":
+        order = ("drain", "reload", "configure", "return")
+        timings = sorted(d.get("timings", {}).items(), key=lambda kv: (kv[0] not in order,
+                         order.index(kv[0]) if kv[0] in order else 0, kv[0]))  # fmt: skip
+        steps = ", ".join(f"{k} {float(v):.1f} s" for k, v in timings)
+        return f"{d['partition']}: {d['node']} back in {float(d['seconds']):.0f} s ({steps})"
+    if kind == "repair-failed":
+        return (
+            f"{d['partition']}: {d['node']}: {d['error']}; failure {d['failures']} in a row, "
+            f"the next repair at {_when(d['retry_at'])}"
+        )
     if "nodes" in d and isinstance(d["nodes"], list):
         return f"{d.get('partition', '')}: {', '.join(str(n) for n in d['nodes'])}"
     return ", ".join(f"{k}={v}" for k, v in d.items())

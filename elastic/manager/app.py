@@ -43,6 +43,7 @@ from elastic.manager.model import (
     NodeValue,
     PreemptionRecord,
     Reclamation,
+    Repair,
     ResumeReport,
 )
 
@@ -131,6 +132,25 @@ class Ok(BaseModel):
 
 class Unprotected(BaseModel):
     was_protected: bool
+
+
+class RepairClaim(BaseModel):
+    holder: str = Field(min_length=1, max_length=128, description="the repair loop claiming")
+    cause: str = Field(min_length=1, max_length=300, description="why the node needs repair")
+    lease: float = Field(gt=0, le=86400, description="seconds the claim lasts unless ended")
+
+
+class RepairClaimed(BaseModel):
+    claimed: bool
+    reason: str = Field(default="", description="why not, when not claimed")
+
+
+class RepairEnd(BaseModel):
+    holder: str = Field(min_length=1, max_length=128)
+    error: str = Field(default="", max_length=2000, description='"" when the node is back')
+    timings: dict[str, Annotated[float, Field(ge=0, le=1e7)]] = Field(
+        default_factory=dict, max_length=16
+    )
 
 
 class Health(BaseModel):
@@ -356,6 +376,29 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
     def unprotect(partition: Name, who: Caller, key: RequestKey) -> Unprotected:
         with request_key(key):
             return Unprotected(was_protected=manager.unprotect(who, partition))
+
+    @app.post(
+        "/v1/partitions/{partition}/repairs/{node}",
+        response_model=RepairClaimed,
+        summary="Claim a node to repair it (the partition's repair loop)",
+    )
+    def claim_repair(
+        partition: Name, node: Name, req: RepairClaim, who: Caller, key: RequestKey
+    ) -> RepairClaimed:
+        with request_key(key):
+            why = manager.claim_repair(who, partition, node, req.holder, req.cause, req.lease)
+        return RepairClaimed(claimed=not why, reason=why)
+
+    @app.post(
+        "/v1/partitions/{partition}/repairs/{node}/end",
+        response_model=Repair,
+        summary="End a claimed repair: the node back, or why not",
+    )
+    def end_repair(
+        partition: Name, node: Name, req: RepairEnd, who: Caller, key: RequestKey
+    ) -> Repair:
+        with request_key(key):
+            return manager.end_repair(who, partition, node, req.holder, req.error, req.timings)
 
     @app.put(
         "/v1/partitions/{partition}/values", response_model=ValuesOut, summary="SetResourceValues"

@@ -366,6 +366,32 @@ class ManagerClient:
                 return dict(part["protection"])
         raise NotFoundError(f"partition: no partition {partition!r} in the manager")
 
+    def claim_repair(self, partition: str, node: str, holder: str, cause: str, lease: float) -> str:
+        """Claim ``node`` for ``lease`` seconds to repair it; "" when claimed, else why not."""
+        body = {"holder": holder, "cause": cause[:300], "lease": lease}
+        result = self._call("POST", f"/v1/partitions/{partition}/repairs/{node}", json=body)
+        return "" if result["claimed"] else str(result["reason"])
+
+    def end_repair(
+        self,
+        partition: str,
+        node: str,
+        holder: str,
+        error: str = "",
+        timings: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """End the repair ``holder`` claimed: ``error`` "" when the node is back; the node's
+        repair record (its failures in a row, when the next may start)."""
+        body = {
+            "holder": holder,
+            "error": error[:2000],
+            "timings": {k: max(0.0, float(v)) for k, v in (timings or {}).items()},
+        }
+        result: dict[str, Any] = self._call(
+            "POST", f"/v1/partitions/{partition}/repairs/{node}/end", json=body
+        )
+        return result
+
     def report_jobs(self, rec_id: str, jobs: Sequence[JobReport]) -> None:
         reports = [job.model_dump(mode="json") for job in jobs]
         self._call("POST", f"/v1/reclamations/{rec_id}/jobs", json={"jobs": reports})

@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from elastic import wire
 from elastic.events import OnEvent, Reporter
-from elastic.manager import protection
+from elastic.manager import protection, repairs
 from elastic.manager import reclamation as reclaiming
 from elastic.manager.auth import Principal, Tokens
 from elastic.manager.errors import (
@@ -43,6 +43,7 @@ from elastic.manager.model import (
     Partition,
     PreemptionRecord,
     Reclamation,
+    Repair,
     ResumeReport,
     State,
 )
@@ -133,6 +134,10 @@ class ManagerConfig:
     # (seconds; 0: no cool-down). ParallelCluster's protected mode starts at 10.
     protect_after: int = 10
     protect_cooldown: float = 0.0
+    # A node whose repair failed waits this long before the next (seconds), doubling with each
+    # failure in a row up to the cap: a node that cannot be mended is not reloaded in a loop.
+    repair_backoff: float = 300.0
+    repair_backoff_max: float = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -604,6 +609,98 @@ class Manager:
             self.report.status(f"partition {partition}: protected mode ended by the admin")
         return ended
 
+    def claim_repair(
+        self, caller: Principal, partition: str, node: str, holder: str, cause: str, lease: float
+    ) -> str:
+        """``holder`` (a repair loop) claims ``node`` of ``partition`` for ``lease`` seconds to
+        repair it for ``cause``: "" when it holds the claim, else why not (another loop holds
+        it, the node backs off, the partition is protected). A node lent elsewhere is refused."""
+        now = self.clock()
+
+        def change(state: State) -> str:
+            part = self._partition(state, partition, "partition")
+            caller.require_partition(partition, "repair the nodes of")
+            owner = self._node(state, node, "node").owner
+            if owner not in (None, partition):
+                raise Conflict(f"node {node!r} is held by {owner!r}", "node")
+            if why := repairs.claim(part, node, holder, cause, now, lease):
+                return why
+            state.append(
+                now, "repair-started", partition=partition, node=node, cause=cause, holder=holder
+            )
+            return ""
+
+        refused = self._update(change, str)
+        if not refused:
+            self.report.status(f"partition {partition}: repairing {node} ({cause})")
+        return refused
+
+    def end_repair(
+        self,
+        caller: Principal,
+        partition: str,
+        node: str,
+        holder: str,
+        error: str = "",
+        timings: Mapping[str, float] | None = None,
+    ) -> Repair:
+        """The repair ``holder`` claimed ended: ``error`` "" when the node is back in service.
+        A failure backs the node off and counts towards protected mode like a failed resume;
+        a success starts the count again."""
+        now = self.clock()
+        steps = dict(timings or {})
+
+        def change(state: State) -> tuple[Repair, str | None]:
+            part = self._partition(state, partition, "partition")
+            caller.require_partition(partition, "repair the nodes of")
+            if not repairs.holds(part, node, holder):
+                raise Conflict(f"{holder!r} holds no repair of {node!r}", "holder")
+            cause = part.repairs[node].cause
+            started = part.repairs[node].started or now
+            done = repairs.finish(
+                part, node, error, now, self.config.repair_backoff, self.config.repair_backoff_max
+            )
+            common = {
+                "partition": partition,
+                "node": node,
+                "cause": cause,
+                "holder": holder,
+                "seconds": now - started,
+                "timings": steps,
+            }
+            if not error:
+                state.append(now, "node-repaired", **common, repaired=done.repaired)
+                protection.record(part, [node], {}, [], now, self.config.protect_after)
+                return done, None
+            state.append(
+                now,
+                "repair-failed",
+                **common,
+                error=done.last_error,
+                failures=done.failures,
+                retry_at=done.not_before,
+            )
+            after = self.config.protect_after
+            if not protection.record(part, [], {node: f"repair: {error}"}, [], now, after):
+                return done, None
+            state.append(
+                now,
+                "partition-protected",
+                partition=partition,
+                failures=part.protection.failures,
+                reason=part.protection.reason,
+            )
+            return done, part.protection.reason
+
+        done, began = self._update(change, tuple[Repair, str | None])
+        if error:
+            self.report.warning(f"partition {partition}: repairing {node} failed: {error}")
+        else:
+            self.report.status(f"partition {partition}: {node} repaired")
+        if began is not None:
+            self.report.warning(f"partition {partition}: protected mode: {began}")
+        return done
+
     def report_jobs(
         self,
         caller: Principal,
@@ -769,6 +866,10 @@ class Manager:
                     "protection": {
                         **part.protection.model_dump(mode="json"),
                         "protected": part.protection.since is not None,
+                    },
+                    "repairs": {
+                        node: {**r.model_dump(mode="json"), "active": r.lease_until > now}
+                        for node, r in sorted(part.repairs.items())
                     },
                     "pv": None
                     if pv is None

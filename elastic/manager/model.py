@@ -107,6 +107,21 @@ class Protection(BaseModel):
     ended: float | None = None  # when the last protected mode ended
 
 
+class Repair(BaseModel):
+    """One node's repairs (see ``elastic.manager.repairs``): the loop repairing it now, whose
+    claim lapses at ``lease_until``, and its run of failed repairs, which backs the next one off
+    until ``not_before``."""
+
+    holder: str = ""  # the repair loop that claimed the node; "": nobody repairs it now
+    lease_until: float = 0.0
+    started: float | None = None
+    cause: str = ""  # why the node is being (or was last) repaired
+    failures: int = 0  # failed repairs in a row
+    not_before: float = 0.0  # no repair starts before this (the backoff)
+    last_error: str = ""
+    repaired: int = 0  # repairs that brought the node back, in all
+
+
 class Partition(BaseModel):
     name: str
     endpoint: str | None = None
@@ -116,6 +131,7 @@ class Partition(BaseModel):
     # neither to a reclamation nor by DeleteNodes (Slurm never suspends them: SuspendExcNodes).
     minimum: list[str] = Field(default_factory=list)
     protection: Protection = Field(default_factory=Protection)
+    repairs: dict[str, Repair] = Field(default_factory=dict)  # node -> its repairs
 
 
 class Reclamation(BaseModel):

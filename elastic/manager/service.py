@@ -11,6 +11,8 @@ Configuration (YAML)::
     max_pv_age: 120              # older preemption vectors are refused
     protect_after: 10            # node resumes failed in a row before a partition is protected
     protect_cooldown: 0          # seconds a protection lasts (0: until `ptc elastic unprotect`)
+    repair_backoff: 300          # seconds before a node's next repair after one failed (doubling)
+    repair_backoff_max: 21600    # ... up to this
     tick_interval: 1
     pool:                        # nodes added to the pool at start (kept if already there)
       - {name: node-0, cpus: 4, memory_mb: 8192, features: [x86_64]}
@@ -69,6 +71,8 @@ class ServiceConfig:
     max_pv_age: float = ManagerConfig.max_pv_age
     protect_after: int = ManagerConfig.protect_after
     protect_cooldown: float = ManagerConfig.protect_cooldown
+    repair_backoff: float = ManagerConfig.repair_backoff
+    repair_backoff_max: float = ManagerConfig.repair_backoff_max
     tick_interval: float = 1.0
     pool: tuple[dict[str, Any], ...] = ()
     partitions: tuple[dict[str, Any], ...] = field(default_factory=tuple)
@@ -124,9 +128,10 @@ class ServiceConfig:
         after = raw.get("protect_after", ManagerConfig.protect_after)
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
             raise InputError(f"{path}: protect_after: {after!r} is not a whole number >= 0")
-        cooldown = raw.get("protect_cooldown", ManagerConfig.protect_cooldown)
-        if not isinstance(cooldown, int | float) or isinstance(cooldown, bool) or cooldown < 0:
-            raise InputError(f"{path}: protect_cooldown: {cooldown!r} is not seconds >= 0")
+        for key in ("protect_cooldown", "repair_backoff", "repair_backoff_max"):
+            seconds = raw.get(key, 0)
+            if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+                raise InputError(f"{path}: {key}: {seconds!r} is not seconds >= 0")
         return cls(**raw)
 
 
@@ -240,6 +245,8 @@ def build_manager(config: ServiceConfig) -> Manager:
             max_pv_age=config.max_pv_age,
             protect_after=config.protect_after,
             protect_cooldown=float(config.protect_cooldown),
+            repair_backoff=float(config.repair_backoff),
+            repair_backoff_max=float(config.repair_backoff_max),
         ),
         on_event=to_logger(log),
         leadership=elected,

@@ -79,6 +79,19 @@ class Provisioner(Protocol):
         """What powers the nodes, checked now (its credential accepted); in words."""
         ...
 
+    # Whether it can mend a broken node (``renew`` and ``provision`` do something).
+    repairs: bool
+
+    def renew(self, nodes: Sequence[str]) -> bool:
+        """A fresh disk from the image for each node, its machine running after: True; False
+        when the testbed cannot give one (the nodes keep their disks)."""
+        ...
+
+    def provision(self, nodes: Sequence[str], *, start: bool) -> None:
+        """Make the nodes what ``ptc deploy`` made them; ``start``: then Slurm nodes, as a
+        resume does."""
+        ...
+
 
 class NoProvisioner:
     """Nodes that are always up and already configured (a CloudLab pool with a full image)."""
@@ -102,6 +115,14 @@ class NoProvisioner:
 
     def check(self) -> str:
         return "nothing powers the pool's machines: they stay up"
+
+    repairs = False
+
+    def renew(self, nodes: Sequence[str]) -> bool:
+        return False
+
+    def provision(self, nodes: Sequence[str], *, start: bool) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -164,7 +185,7 @@ def _short(err: Exception | str) -> str:
     return text[:200]
 
 
-def _per_node(err: PtcError, nodes: list[str]) -> dict[str, str]:
+def failures_by_node(err: PtcError, nodes: list[str]) -> dict[str, str]:
     """What failed on which of ``nodes``: a playbook's failed tasks (each names its task), a
     provisioner's per-node failures, or the whole error for every node."""
     failures = getattr(err, "failures", None)
@@ -207,6 +228,9 @@ class SlurmElasticClient:
         # settle_power: since when each free node's machine was seen running while Slurm held
         # the node powered down
         self._resting_since: dict[str, float] = {}
+        # nodes the repair loop is mending now: their machines are its to run (settle_power
+        # leaves them alone)
+        self.under_repair: set[str] = set()
 
     @property
     def partition(self) -> str:
@@ -246,7 +270,7 @@ class SlurmElasticClient:
                 action(ready)
             except PtcError as err:
                 now_failed = {
-                    n: f"{step} failed: {why}" for n, why in _per_node(err, ready).items()
+                    n: f"{step} failed: {why}" for n, why in failures_by_node(err, ready).items()
                 }
                 self._fail(now_failed)
                 failed.update(now_failed)
@@ -543,7 +567,11 @@ class SlurmElasticClient:
         is its user's to run; and only once seen so for ``settle_grace`` (a node coming up by
         itself shows so until its slurmd registers). Slurm's view is read again under the
         provisioner's power lock, so a resume that began in between is left alone."""
-        free = sorted(n["name"] for n in self.manager.discover() if n.get("owner") is None)
+        free = sorted(
+            n["name"]
+            for n in self.manager.discover()
+            if n.get("owner") is None and n["name"] not in self.under_repair
+        )
         candidates = self.provisioner.running(self._resting(free)) if free else []
         now = self.clock()
         self._resting_since = {n: self._resting_since.get(n, now) for n in candidates}

@@ -197,6 +197,8 @@ class PlaybookProvisioner:
     playbook_command: tuple[str, ...] = (node_paths.PLAYBOOK_COMMAND,)
     resume_playbook: str = "elastic-resume.yml"
     fresh_playbook: str = "elastic-provision.yml"
+    deploy_playbook: str = "site.yml"
+    repairs = True  # it can give a node a fresh disk (when the control can) and configure it
     # ptc-playbook's state on the head: its fact cache and the known_hosts its inventory uses.
     playbook_state_dir: Path = Path(node_paths.PLAYBOOK_STATE_DIR)
     playbook_vars_file: Path | None = None
@@ -405,7 +407,24 @@ class PlaybookProvisioner:
 
     def configure(self, nodes: Sequence[str]) -> None:
         fresh = self.node_operation in FRESH_DISK
-        playbook = self.fresh_playbook if fresh else self.resume_playbook
+        self._playbook(self.fresh_playbook if fresh else self.resume_playbook, nodes)
+
+    def renew(self, nodes: Sequence[str]) -> bool:
+        """A fresh disk from the image for each node, its machine running after, when the node
+        control can give one (True); False when it cannot (the nodes keep their disks)."""
+        if self.control is None or "reload" not in self.control.operations:
+            return False
+        with self._power_lock():
+            self._trust(self._testbed("reload", nodes), nodes)
+        self._on_each("reload (SSH)", nodes, "true")
+        return True
+
+    def provision(self, nodes: Sequence[str], *, start: bool) -> None:
+        """Make the nodes what ``ptc deploy`` made them, whatever their disks hold: the node's
+        part of the deploy playbook; ``start``: then make them Slurm nodes, as a resume does."""
+        self._playbook(self.fresh_playbook if start else self.deploy_playbook, nodes)
+
+    def _playbook(self, playbook: str, nodes: Sequence[str]) -> None:
         argv = [*self.playbook_command, playbook, "--limit", ",".join(nodes)]
         if self.playbook_vars_file is not None and self.playbook_vars_file.exists():
             argv += ["-e", f"@{self.playbook_vars_file}"]

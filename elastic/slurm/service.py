@@ -18,6 +18,8 @@ elastic role writes it, and the files it names, at the paths of ``elastic.node_p
     pv_interval: 30               # T: SetResourceValues every T seconds
     step_interval: 1              # reclamation steps (idle nodes back, requeue at deadline)
     sync_interval: 5              # drain nodes other partitions hold, undrain freed ones
+    repair_interval: 60           # the repair loop's rounds (0: no repair loop)
+    repair_after: 2               # rounds a node must be seen broken before it is repaired
     register_timeout: 0           # resume: wait for slurmd (0: until Slurm's ResumeTimeout)
     requeue_lead: 2
     log_file: slurm-hooks.log     # the hooks' log (slurmctld drops output)
@@ -79,6 +81,7 @@ from elastic.slurm.client import (
 )
 from elastic.slurm.commands import Slurm, subprocess_runner
 from elastic.slurm.rebalance import run_round
+from elastic.slurm.repair import RepairConfig, RepairLoop
 from elastic.slurm.sites import load_sites
 
 log = logging.getLogger("ptc.elastic.slurm")
@@ -99,6 +102,8 @@ class SlurmClientSettings:
     pv_interval: float = 30.0
     step_interval: float = 1.0
     sync_interval: float = 5.0
+    repair_interval: float = RepairConfig.interval
+    repair_after: int = RepairConfig.after
     register_timeout: float = ClientConfig.register_timeout
     requeue_lead: float = ClientConfig.requeue_lead
     log_file: Path | None = None
@@ -119,6 +124,12 @@ class SlurmClientSettings:
         if str(raw.get("policy", cls.policy)).upper() not in POLICY_NAMES:
             raise InputError(f"{path}: policy: {raw['policy']!r}; choose from {POLICY_NAMES}")
         check_listen(str(raw.get("listen", cls.listen)), f"{path}: listen")
+        after = raw.get("repair_after", cls.repair_after)
+        if not isinstance(after, int) or isinstance(after, bool) or after < 1:
+            raise InputError(f"{path}: repair_after: {after!r} is not a whole number >= 1")
+        every = raw.get("repair_interval", cls.repair_interval)
+        if not isinstance(every, int | float) or isinstance(every, bool) or every < 0:
+            raise InputError(f"{path}: repair_interval: {every!r} is not seconds >= 0")
         raw["token_file"] = Path(raw["token_file"])
         for key in ("log_file", "timings_file", "manager_ca", "protected_file"):
             if raw.get(key):
@@ -186,15 +197,15 @@ def create_app(
     step_interval: float = 1.0,
     sync_interval: float = 5.0,
     power_interval: float = 15.0,
+    repair: RepairLoop | None = None,
     run_loop: bool = True,
 ) -> FastAPI:
     """The client's endpoint (NotifyDeletePending, authenticated with the partition's token)
-    and, while it runs, the PV loop, the reclamation steps, the pool's drains, protected mode
-    and the pool's power. Each runs on its own: one failing (Slurm or the manager away) does
-    not stop the others."""
+    and, while it runs, the PV loop, the reclamation steps, the pool's drains, protected mode,
+    the pool's power and the repair loop. Each runs on its own: one failing (Slurm or the
+    manager away) does not stop the others."""
 
     async def loop() -> None:
-        last = {"pv": -1e18, "sync": -1e18, "protect": -1e18, "power": -1e18}
         jobs: list[tuple[str, float, Callable[[], object]]] = [
             ("pv", pv_interval, client.report_pv),
             ("sync", sync_interval, client.sync_pool),
@@ -202,6 +213,9 @@ def create_app(
             ("power", power_interval, client.settle_power),
             ("step", 0.0, client.step),
         ]
+        if repair is not None and repair.config.interval > 0:
+            jobs.append(("repair", repair.config.interval, repair.round))
+        last = {name: -1e18 for name, _, _ in jobs}
         while True:
             for name, interval, job in jobs:
                 now = client.clock()
@@ -369,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
                 pv_interval=settings.pv_interval,
                 step_interval=settings.step_interval,
                 sync_interval=settings.sync_interval,
+                repair=RepairLoop(
+                    client,
+                    RepairConfig(interval=settings.repair_interval, after=settings.repair_after),
+                    on_event=to_logger(log),
+                ),
             )
             uvicorn.run(
                 app,

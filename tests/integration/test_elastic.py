@@ -68,6 +68,8 @@ NAME = experiment_name("elastic", "PTC_TEST_ELASTIC_NAME")
 NODES = ["node-0", "node-1", "node-2", "node-3"]
 SUSPEND_TIME = 20
 PROTECT_AFTER = 3
+REPAIR_INTERVAL = 20
+HEALTH_FREE_MB = {"/": 1024, "/tmp": 256, "/dev/shm": 16}
 EXTRAVARS = [
     "ptc_elastic=true",
     f"slurm_power_save_suspend_time={SUSPEND_TIME}",
@@ -80,6 +82,10 @@ EXTRAVARS = [
     "slurm_job_expansion=true",
     # Protected mode after fewer failed resumes than the default, so one job's can show it.
     f"elastic_protect_after={PROTECT_AFTER}",
+    # The repair loop's rounds, shorter than the default minute; the health check also wants
+    # /dev/shm (64 MiB here) to keep 16 MiB free, so that a test can fill a node's disk.
+    f"elastic_repair_interval={REPAIR_INTERVAL}",
+    f"slurm_health_check_free_mb={json.dumps(HEALTH_FREE_MB)}",
 ]
 MARKS = "/home/ptc/elastic-marks"
 # The second group (see the module's docstring).
@@ -671,12 +677,38 @@ def requeued(expdir: Path, job_id: str) -> dict[str, str] | None:
     return info if ok else None
 
 
+def repaired(expdir: Path, nodes: Sequence[str]) -> dict[str, dict[str, Any]] | None:
+    """The repair loop's last ``node-repaired`` event of each of ``nodes``, once each has one
+    and Slurm has the node back in service (neither DOWN nor drained, nor not responding)."""
+    done = {e["data"]["node"]: e["data"] for e in events(expdir, "node-repaired")}
+    states = slurm_nodes(expdir)
+    back = all(
+        n in done and not states[n][0].startswith(("down", "drain")) and "*" not in states[n][0]
+        for n in nodes
+    )
+    return {n: done[n] for n in nodes} if back else None
+
+
 @FAULTS_AND_LENDING
-def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path) -> None:
+def test_nodes_broken_four_ways_are_down_with_the_reason_and_the_repair_loop_mends_them(
+    leaves_pool_idle: Path,
+) -> None:
+    """Four faults at once, and nobody mends a node by hand. Two pool nodes at rest whose
+    resumes fail: node-3's playbook fails (slurmd masked), node-2's slurmd "starts" but never
+    registers, so Slurm gives up at ResumeTimeout and runs ResumeFailProgram. Each is DOWN with
+    ptc's reason, its job requeued, the node back in the pool. Two nodes running a job: node-0's
+    munge dies (slurmd stops answering), node-1's /dev/shm fills up (the health check drains
+    it, and the loop waits for its job to end). The repair loop gives each a fresh disk,
+    configures it and returns it; the requeued jobs complete."""
     expdir = leaves_pool_idle
-    # node-3: the resume playbook fails (slurmd is masked); node-2: slurmd "starts" but never
-    # registers, so Slurm gives up at ResumeTimeout and runs ResumeFailProgram. Slurm often
-    # resumes both in one ResumeProgram call: node-3 must fail at once all the same.
+    held = sbatch(expdir, "-N2 -w node-[0-1]", "sleep 600")
+    wait_for(f"job {held} running", lambda: job(expdir, held).get("JobState") == "RUNNING", 180)
+    ssh(expdir, "node-0", "systemctl stop munge")
+    free = HEALTH_FREE_MB["/dev/shm"]
+    ssh(expdir, "node-1", f"fallocate -l $(( $(df -P -k /dev/shm | awk 'NR==2{{print $4}}') "
+                          f"- {free - 4} * 1024 ))K /dev/shm/ptc-test-fill")  # fmt: skip
+    # node-3: the resume playbook fails; node-2: slurmd never registers. Slurm often resumes
+    # both in one ResumeProgram call: node-3 must fail at once all the same.
     with awake():
         ssh(expdir, "node-3", "systemctl mask slurmd")
         ssh(
@@ -686,39 +718,45 @@ def test_resume_failures_mark_down_requeue_and_give_back(leaves_pool_idle: Path)
             f"ExecStart=\\nExecStart=/bin/sleep infinity\\n' > {NEVER_REGISTERS}"
             " && systemctl daemon-reload",
         )
-    try:
-        failing = sbatch(expdir, "-N1 -w node-3", "true")
-        silent = sbatch(expdir, "-N1 -w node-2", "true")
-        # the failed step downed it, not Slurm's ResumeTimeout (whose reason would come first)
-        _, reason = wait_for(
-            "node-3 DOWN with the failed task, back in the pool",
-            lambda: down_and_given_back(expdir, "node-3"),
-            240,
-        )
-        assert "ptc resume: configure failed: task 'elastic : Start slurmd' failed" in reason
-        assert "masked" in reason
-        wait_for(f"job {failing} requeued, not lost", lambda: requeued(expdir, failing), 60)
-        _, reason = wait_for(
-            "node-2 DOWN after ResumeTimeout, back in the pool",
-            lambda: down_and_given_back(expdir, "node-2"),
-            240,
-        )
-        # the reason only ptc's ResumeFailProgram gives
-        assert reason == "ptc resume: slurmd did not register (ResumeTimeout)"
-        wait_for(f"job {silent} requeued, not lost", lambda: requeued(expdir, silent), 60)
-    finally:
-        # repaired, the nodes are resumed by hand (also when a check above failed, so that the
-        # pool ends idle for the tests after this one)
-        with awake():
-            ssh(expdir, "node-3", "systemctl unmask slurmd", check=False)
-            ssh(
-                expdir,
-                "node-2",
-                f"rm -f {NEVER_REGISTERS}; systemctl daemon-reload; systemctl stop slurmd",
-                check=False,
-            )
-        ssh(expdir, "head", "scontrol update nodename=node-[2-3] state=resume", check=False)
-    # the requeued jobs complete on the repaired nodes
+    failing = sbatch(expdir, "-N1 -w node-3", "true")
+    silent = sbatch(expdir, "-N1 -w node-2", "true")
+    # the failed step downed it, not Slurm's ResumeTimeout (whose reason would come first)
+    _, reason = wait_for(
+        "node-3 DOWN with the failed task, back in the pool",
+        lambda: down_and_given_back(expdir, "node-3"),
+        240,
+    )
+    assert "ptc resume: configure failed: task 'elastic : Start slurmd' failed" in reason
+    assert "masked" in reason
+    wait_for(f"job {failing} requeued, not lost", lambda: requeued(expdir, failing), 60)
+    # the health check drained node-1 (while it ran its job, which the loop waits for)
+    _, reason = wait_for(
+        "node-1 drained by the health check",
+        lambda: (s := slurm_nodes(expdir)["node-1"])[1].startswith("ptc-health:") and s,
+        120,
+    )
+    assert reason.startswith("ptc-health: /dev/shm has ") and f"less than {free}" in reason
+    _, reason = wait_for(
+        "node-2 DOWN after ResumeTimeout, back in the pool",
+        lambda: down_and_given_back(expdir, "node-2"),
+        240,
+    )
+    # the reason only ptc's ResumeFailProgram gives
+    assert reason == "ptc resume: slurmd did not register (ResumeTimeout)"
+    wait_for(f"job {silent} requeued, not lost", lambda: requeued(expdir, silent), 60)
+    ssh(expdir, "head", f"scancel {held}")  # node-1 may be mended once its job is gone
+    done = wait_for("all four mended by the loop", lambda: repaired(expdir, NODES), 420, 5)
+    assert done["node-0"]["cause"] == "not responding"
+    assert done["node-1"]["cause"].startswith("health check: /dev/shm has ")
+    assert done["node-2"]["cause"] == "resume failed: slurmd did not register (ResumeTimeout)"
+    assert done["node-3"]["cause"].startswith("resume failed: configure failed: task")
+    for data in done.values():
+        assert set(data["timings"]) == {"drain", "reload", "configure", "return"}, data
+    # each claimed first in the manager's store, and no repair failed
+    started = {e["data"]["node"] for e in events(expdir, "repair-started")}
+    assert set(NODES) <= started
+    assert not [e for e in events(expdir, "repair-failed") if e["data"]["node"] in NODES]
+    # the requeued jobs complete on the mended nodes
     for job_id in (failing, silent):
         assert wait_for(
             f"job {job_id} to complete",
@@ -782,6 +820,9 @@ def test_nodes_that_do_not_boot_are_down_and_put_the_partition_in_protected_mode
     assert "resume(s) failed in a row" in said and "power on failed" in said, said
     assert f"ptc elastic unprotect {NAME} --partition slurm" in said, said
     wait_for("the Slurm partition DOWN", lambda: partition_state(expdir) == "DOWN", 60, 2)
+    time.sleep(REPAIR_INTERVAL + 5)  # two rounds of the repair loop since the nodes went DOWN...
+    # ... but starts no repair while the partition is protected (a repair is a resume too)
+    assert not [e for e in events(expdir, "repair-started") if e["time"] >= began["time"]]
     ssh(expdir, "head", "scontrol update nodename=node-[1-3] state=resume")
     time.sleep(10)  # a partition that was UP would start the job within this
     assert job(expdir, job_id)["JobState"] == "PENDING"

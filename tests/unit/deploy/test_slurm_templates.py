@@ -198,6 +198,7 @@ def test_production_settings_from_variables(default: dict[str, str], tmp_path: P
             "slurm_accounting_storage_enforce": "",
             "slurm_health_check_interval": 0,
             "slurm_health_check_mounts": ["/home", "/opt/my share"],
+            "slurm_health_check_free_mb": {"/": 2048, "/scratch dir": 10},
             "slurm_mpi_default": "pmix",
             "slurm_prolog": "#!/bin/sh\ntrue\n",
             "slurm_restd_enabled": False,
@@ -214,6 +215,7 @@ def test_production_settings_from_variables(default: dict[str, str], tmp_path: P
     assert lines(conf, "AuthAltTypes") == []
     check = out["node-0-ptc-healthcheck.conf"]
     assert "MOUNTS=(/home '/opt/my share')" in check
+    assert "FREE_PATHS=(/ '/scratch dir')" in check and "FREE_MB=(2048 10)" in check
     assert "MPI_PLUGIN=pmix" in check and "LIBRARIES=(libpmix.so)" in check
     # Only the JWT keys left the slurmctld digest; the slurmd digest holds none of these keys.
     assert out["node-0-slurmd-restart.keys"] == default["node-0-slurmd-restart.keys"]

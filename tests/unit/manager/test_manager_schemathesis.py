@@ -51,6 +51,8 @@ OPERATIONS = [
     ("PUT", "/v1/partitions/{partition}/values"),
     ("POST", "/v1/partitions/{partition}/resumes"),
     ("POST", "/v1/partitions/{partition}/unprotect"),
+    ("POST", "/v1/partitions/{partition}/repairs/{node}"),
+    ("POST", "/v1/partitions/{partition}/repairs/{node}/end"),
     ("POST", "/v1/reclamations"),
     ("GET", "/v1/reclamations"),
     ("GET", "/v1/reclamations/{reclamation}"),

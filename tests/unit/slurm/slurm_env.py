@@ -70,6 +70,18 @@ class Provisioner:
     def check(self) -> str:
         return "the recorded test testbed"
 
+    repairs = True
+    fresh_disks: bool = True  # whether the testbed gives fresh disks
+
+    def renew(self, nodes: Sequence[str]) -> bool:
+        self._step("renew", nodes)
+        if self.fresh_disks:
+            self.on |= set(nodes)
+        return self.fresh_disks
+
+    def provision(self, nodes: Sequence[str], *, start: bool) -> None:
+        self._step("provision+start" if start else "provision", nodes)
+
 
 @dataclass
 class World:
