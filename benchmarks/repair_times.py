@@ -57,7 +57,7 @@ class Exp:
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         with open_manager(self.inventory, self.ssh_config) as m:
-            return [e for e in m.events(0, 100_000) if e["kind"] == kind]
+            return [e for e in m.events(0, 10_000) if e["kind"] == kind]
 
     def node(self, node: str) -> tuple[str, str]:
         line = self.sh("head", f"sinfo --noheader --Node --nodes={node} --format='%T|%E'")

@@ -64,6 +64,11 @@ class Provisioner(Protocol):
 
     def power_off(self, nodes: Sequence[str]) -> None: ...
 
+    @property
+    def powers(self) -> bool:
+        """Whether the testbed powers the pool's machines (else ``running`` tells nothing)."""
+        ...
+
     def running(self, nodes: Sequence[str]) -> list[str]:
         """Those of ``nodes`` whose machines are on; [] when the testbed powers nothing."""
         ...
@@ -104,6 +109,8 @@ class NoProvisioner:
 
     def power_off(self, nodes: Sequence[str]) -> None:
         pass
+
+    powers = False
 
     def running(self, nodes: Sequence[str]) -> list[str]:
         return []

@@ -395,6 +395,11 @@ class PlaybookProvisioner:
         for node in changed:
             (self.playbook_state_dir / "facts" / node).unlink(missing_ok=True)
 
+    @property
+    def powers(self) -> bool:
+        """Whether the testbed powers the pool's machines (``running`` tells which run)."""
+        return self.node_operation != "none"
+
     def running(self, nodes: Sequence[str]) -> list[str]:
         """Those of ``nodes`` whose machines the testbed would power off or park: [] when it
         does neither. Under ``release`` a stopped node still holds its machine."""

@@ -5,6 +5,10 @@ to mend (:func:`cause_of`): a node the health check drained (reason ``ptc-health
 resume left DOWN (``ptc resume: ...``: it did not boot, its playbook failed, its slurmd never
 registered), one whose slurmd does not answer, and one whose last repair failed. A node must be
 seen so in ``after`` rounds in a row (a health check that passes again lifts its own drain).
+Drift between Slurm and the machines is mended in the same rounds: a node whose machine the
+testbed stopped while Slurm counted it up is powered down in Slurm (its jobs requeued), and a
+free node's machine that runs while Slurm holds it powered down is the client's
+``settle_power``'s to stop.
 
 A repair, each step an event (``elastic.manager.repairs`` keeps the record):
 
@@ -51,9 +55,10 @@ NOT_RESPONDING = "Not responding"
 
 @dataclass(frozen=True)
 class Cause:
-    """Why a node needs the loop: ``mend`` (reload and configure) or only ``return``."""
+    """Why a node needs the loop: ``mend`` (reload and configure), ``power down`` (its machine
+    is gone: Slurm is told) or only ``return``."""
 
-    kind: str  # "mend" | "return"
+    kind: str  # "mend" | "power down" | "return"
     why: str
 
 
@@ -81,6 +86,11 @@ def cause_of(state: str, reason: str) -> Cause | None:
     if reason.startswith(NOT_RESPONDING):
         return Cause("mend", "not responding")
     return None
+
+
+# Drift: Slurm counts on a node whose machine the testbed has stopped (it crashed, someone
+# stopped it). Slurm would find out only at SlurmdTimeout, and not at all for a CLOUD node.
+LOST = Cause("power down", "its machine is off while Slurm counted it up")
 
 
 @dataclass(frozen=True)
@@ -123,9 +133,10 @@ class RepairLoop:
         pool = {n["name"]: n.get("owner") for n in client.manager.discover()}
         mine = sorted(n for n, owner in pool.items() if owner in (None, client.partition))
         reasons = client.slurm.node_reasons(mine) if mine else {}
+        stopped = self._stopped_under_slurm(reasons)
         seen: dict[str, tuple[Cause, int]] = {}
         for node, (state, reason) in sorted(reasons.items()):
-            cause = cause_of(state, reason)
+            cause = LOST if node in stopped else cause_of(state, reason)
             if cause is None:
                 continue
             before = self._seen.get(node)
@@ -139,7 +150,9 @@ class RepairLoop:
                     continue
             if cause.kind == "return":
                 self._return_refused(node)
-            elif (
+            elif cause.kind == "power down" and count >= self.config.after:
+                self._power_down_lost(node, cause)
+            elif cause.kind == "mend" and (
                 count >= self.config.after
                 and client.provisioner.repairs
                 and self._claim(node, cause)
@@ -151,6 +164,42 @@ class RepairLoop:
             if batch:
                 self._running.append(self._pool.submit(self._repair, batch, powered_down))
         return sorted([*batches[True], *batches[False]])
+
+    def _stopped_under_slurm(self, reasons: dict[str, tuple[str, str]]) -> set[str]:
+        """Nodes Slurm counts as up (not powered down, nor on the way up or down, nor DOWN)
+        whose machines the testbed has stopped: drift, when the testbed powers the pool."""
+        provisioner = self.client.provisioner
+        up = [
+            n
+            for n, (state, _) in reasons.items()
+            if not any(mark in state for mark in "~#%") and not state.startswith("down")
+        ]
+        if not up or not provisioner.powers:
+            return set()
+        try:
+            return set(up) - set(provisioner.running(up))
+        except PtcError as err:
+            self.report.warning(f"drift: the machines' power: {err}")
+            return set()
+
+    def _power_down_lost(self, node: str, cause: Cause) -> None:
+        """A node whose machine stopped under Slurm: Slurm powers it down at once (its jobs,
+        dead with the machine, are requeued), a claimed repair with the reason, no playbook."""
+        client = self.client
+        if not self._claim(node, cause):
+            return
+        error = ""
+        try:
+            client.slurm.power_down([node], f"{REPAIR_PREFIX}{cause.why}"[:250])
+        except SlurmCommandError as err:
+            error = f"power down: {' '.join(str(err).split())}"[:300]
+        with self._lock:
+            client.under_repair.discard(node)
+        try:
+            client.manager.end_repair(client.partition, node, self.config.holder, error, {})
+        except PtcError as err:
+            self.report.warning(f"{node}: the manager did not take the repair's end: {err}")
+        self.report.status(f"{node}: {cause.why}: " + (error or "powered down in Slurm"))
 
     def _return_refused(self, node: str) -> None:
         """A node DOWN only because protected mode refused its resume: back, once it ended."""

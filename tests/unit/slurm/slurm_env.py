@@ -71,6 +71,7 @@ class Provisioner:
         return "the recorded test testbed"
 
     repairs = True
+    powers = True
     fresh_disks: bool = True  # whether the testbed gives fresh disks
 
     def renew(self, nodes: Sequence[str]) -> bool:

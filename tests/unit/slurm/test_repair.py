@@ -54,6 +54,7 @@ def kinds(world: World) -> list[str]:
 def test_a_drained_node_seen_twice_is_reloaded_configured_and_returned(world: World) -> None:
     world.slurm.states["node-1"] = "drained"
     world.slurm.reasons["node-1"] = "ptc-health: munge cannot encode and decode a credential"
+    world.prov.on = {"node-1"}  # its machine runs
     repair = loop(world)
     assert repair.round() == []  # once is not enough: the health check may lift it itself
     assert repair.round() == ["node-1"]
@@ -124,6 +125,7 @@ def test_a_failed_repair_downs_the_node_backs_off_and_counts_towards_protection(
 def test_two_loops_never_repair_one_node_at_once(world: World) -> None:
     world.slurm.states["node-1"] = "drained"
     world.slurm.reasons["node-1"] = "ptc-health: munge cannot encode and decode a credential"
+    world.prov.on = {"node-1"}  # its machine runs
     entered, release = threading.Event(), threading.Event()
     renew = world.prov.renew
 
@@ -192,3 +194,30 @@ def test_the_nodes_of_one_round_are_mended_together_and_fail_alone(world: World)
         if e.kind in ("repair-failed", "node-repaired")
     }
     assert ends == {"node-1": "repair-failed", "node-2": "node-repaired"}
+
+
+def test_a_machine_stopped_under_slurm_is_powered_down_in_slurm_without_a_reload(
+    world: World,
+) -> None:
+    world.slurm.states.update({"node-1": "mixed", "node-2": "idle"})
+    world.prov.on = {"node-2"}  # node-1's machine stopped behind Slurm's back
+    repair = loop(world)
+    assert repair.round() == []
+    repair.round()
+    (update,) = world.slurm.updates()
+    assert update[2:] == [
+        "NodeName=node-1",
+        "State=POWER_DOWN_FORCE",
+        "Reason=ptc repair: its machine is off while Slurm counted it up",
+    ]
+    assert world.slurm.states["node-1"] == "mixed~" and world.slurm.states["node-2"] == "idle"
+    assert world.prov.calls == []  # no fresh disk, no playbook: the machine is just gone
+    assert kinds(world) == ["repair-started", "node-repaired"]
+
+
+def test_drift_is_not_looked_for_when_the_testbed_powers_nothing(world: World) -> None:
+    world.slurm.states["node-1"] = "idle"
+    world.prov.powers = False  # type: ignore[misc]
+    repair = loop(world, after=1)
+    repair.round()
+    assert world.slurm.updates() == [] and kinds(world) == []
