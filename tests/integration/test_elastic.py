@@ -677,6 +677,17 @@ def requeued(expdir: Path, job_id: str) -> dict[str, str] | None:
     return info if ok else None
 
 
+def read_disk(container: str, path: str) -> str:
+    """A file of a node's disk, read from the host (the machine may be powered off)."""
+    root = subprocess.run(
+        ["podman", "mount", container], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
+    try:
+        return (Path(root) / path).read_text()
+    finally:
+        subprocess.run(["podman", "umount", container], check=False, timeout=120)
+
+
 def repaired(expdir: Path, nodes: Sequence[str]) -> dict[str, dict[str, Any]] | None:
     """The repair loop's last ``node-repaired`` event of each of ``nodes``, once each has one
     and Slurm has the node back in service (neither DOWN nor drained, nor not responding)."""
@@ -752,6 +763,10 @@ def test_nodes_broken_four_ways_are_down_with_the_reason_and_the_repair_loop_men
     assert done["node-3"]["cause"].startswith("resume failed: configure failed: task")
     for data in done.values():
         assert set(data["timings"]) == {"drain", "reload", "configure", "return"}, data
+    # a fresh disk configured as the deploy configured it, with the settings it was given
+    check = read_disk(f"ptc-{NAME}-node-1", "etc/slurm/ptc-healthcheck.conf")
+    (paths,) = [line for line in check.splitlines() if line.startswith("FREE_PATHS=")]
+    assert set(paths.removeprefix("FREE_PATHS=(").rstrip(")").split()) == set(HEALTH_FREE_MB)
     # each claimed first in the manager's store, and no repair failed
     started = {e["data"]["node"] for e in events(expdir, "repair-started")}
     assert set(NODES) <= started
