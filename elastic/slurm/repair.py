@@ -71,16 +71,21 @@ def cause_of(state: str, reason: str) -> Cause | None:
     down = state.startswith("down")
     if reason.startswith(REFUSED_PREFIX):
         return Cause("return", "its resume was refused while the partition was protected")
-    if reason.startswith(HEALTH_PREFIX) and ("drained" in state or down):
+    out_of_service = "drained" in state or down  # a draining node still runs jobs: it waits
+    if reason.startswith(HEALTH_PREFIX) and out_of_service:
         return Cause("mend", f"health check: {reason[len(HEALTH_PREFIX) :].strip()}")
+    # Slurm may power a failed repair's node down, drained rather than DOWN, and a repair cut
+    # short (its controller died) leaves its own reason: either way the node waits for a repair
+    if reason.startswith(FAILED_PREFIX) and out_of_service:
+        return Cause("mend", f"its last repair failed: {reason[len(FAILED_PREFIX) :]}")
+    if reason.startswith(REPAIR_PREFIX) and out_of_service:
+        return Cause("mend", f"its repair was cut short: {reason[len(REPAIR_PREFIX) :]}")
     if state.endswith("*") and "~" not in state:
         # slurmd does not answer (munge or slurmd dead, the machine hung): Slurm's own DOWN
         # comes only after SlurmdTimeout, and not at all for a powered-up cloud node
         return Cause("mend", "not responding")
     if not down:
         return None
-    if reason.startswith(FAILED_PREFIX):
-        return Cause("mend", f"its last repair failed: {reason[len(FAILED_PREFIX) :]}")
     if reason.startswith(RESUME_PREFIX):
         return Cause("mend", f"resume failed: {reason[len(RESUME_PREFIX) :]}")
     if reason.startswith(NOT_RESPONDING):

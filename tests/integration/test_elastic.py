@@ -85,6 +85,7 @@ EXTRAVARS = [
     # The repair loop's rounds, shorter than the default minute; the health check also wants
     # /dev/shm (64 MiB here) to keep 16 MiB free, so that a test can fill a node's disk.
     f"elastic_repair_interval={REPAIR_INTERVAL}",
+    "elastic_repair_backoff=30",
     f"slurm_health_check_free_mb={json.dumps(HEALTH_FREE_MB)}",
 ]
 MARKS = "/home/ptc/elastic-marks"

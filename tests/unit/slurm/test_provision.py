@@ -535,3 +535,29 @@ def test_a_testbed_with_no_free_machine_fails_the_resume_naming_the_node(tmp_pat
     assert list(caught.value.failures) == ["node-1"]
     assert "free machines" in caught.value.failures["node-1"]
     assert "allocate (testbed, allocate)" in str(caught.value)
+
+
+def test_a_repair_renews_the_disk_under_power_and_configures_it_whole(tmp_path: Path) -> None:
+    """A repair wants a fresh disk whatever the partition's node operation: under ``power`` the
+    control's reload gives one, with its pinned keys; then the node's part of the deploy, and the
+    resume's start when Slurm held the node up."""
+    control = FreshDiskControl({"node-1": "running", "node-2": "stopped"})
+    prov = fresh_provisioner(tmp_path, "power", control)
+    assert prov.repairs and prov.powers
+    assert prov.renew(["node-1"]) is True
+    assert [r[:2] for r in control.requests] == [("reload", ["node-1"])]
+    assert "node-1,10.10.1.2 ssh-ed25519 KEY1node-1" in (tmp_path / "known_hosts").read_text()
+    prov.provision(["node-1"], start=False)
+    prov.provision(["node-1"], start=True)
+    playbooks = [argv[1] for argv in prov.run.argvs if argv[0] == node_paths.PLAYBOOK_COMMAND]  # type: ignore[attr-defined]
+    assert playbooks == ["site.yml", "elastic-provision.yml"]
+
+
+def test_a_control_without_reloads_leaves_the_disk_and_asks_nothing(tmp_path: Path) -> None:
+    control = FreshDiskControl({"node-1": "running"})
+    control.operations = ("power",)  # CloudLab's portal, as ptc uses it
+    prov = fresh_provisioner(tmp_path, "power", control)
+    assert prov.renew(["node-1"]) is False
+    assert control.requests == []
+    nothing = PlaybookProvisioner(node_operation="none", run=Replay(Completed(0, "")))
+    assert not nothing.powers and nothing.renew(["node-1"]) is False

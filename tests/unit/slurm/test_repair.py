@@ -29,6 +29,13 @@ from elastic.slurm.repair import Cause, RepairConfig, RepairLoop, cause_of
         ("down", "Not responding", Cause("mend", "not responding")),
         ("down~", "ptc repair failed: configure: site.yml failed",
          Cause("mend", "its last repair failed: configure: site.yml failed")),
+        # Slurm powered a failed repair's drained node down: it stays drained, not DOWN
+        ("drained~", "ptc repair failed: configure: task 'Gathering Facts' unreachable",
+         Cause("mend", "its last repair failed: configure: task 'Gathering Facts' unreachable")),
+        # a repair whose controller died half-way
+        ("drained", "ptc repair: not responding",
+         Cause("mend", "its repair was cut short: not responding")),
+        ("draining", "ptc repair failed: configure: x", None),  # its job first
         ("down~", "ptc resume: partition protected: since 2026-11-30",
          Cause("return", "its resume was refused while the partition was protected")),
         # an administrator's reasons, and Slurm's own hooks at work, are not the loop's
