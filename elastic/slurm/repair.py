@@ -135,6 +135,10 @@ class RepairLoop:
         manager first); the nodes whose repairs started. Returns at once: they run in threads,
         the nodes of one round together (one playbook run for all)."""
         client = self.client
+        # Nodes under repair when the round begins are left out of it: Slurm's view read below
+        # may predate a repair that ends meanwhile, and would show its node broken still.
+        with self._lock:
+            busy = set(client.under_repair)
         pool = {n["name"]: n.get("owner") for n in client.manager.discover()}
         mine = sorted(n for n, owner in pool.items() if owner in (None, client.partition))
         reasons = client.slurm.node_reasons(mine) if mine else {}
@@ -142,7 +146,7 @@ class RepairLoop:
         seen: dict[str, tuple[Cause, int]] = {}
         for node, (state, reason) in sorted(reasons.items()):
             cause = LOST if node in stopped else cause_of(state, reason)
-            if cause is None:
+            if cause is None or node in busy:
                 continue
             before = self._seen.get(node)
             count = before[1] + 1 if before and before[0] == cause else 1

@@ -228,3 +228,27 @@ def test_drift_is_not_looked_for_when_the_testbed_powers_nothing(world: World) -
     repair = loop(world, after=1)
     repair.round()
     assert world.slurm.updates() == [] and kinds(world) == []
+
+
+def test_a_repair_ending_during_a_round_is_not_started_again_from_a_stale_view(
+    world: World,
+) -> None:
+    """The round reads Slurm's states while a repair is under way; the repair ends (the node
+    returned) before the round looks at its node. The stale view must not claim it again."""
+    world.slurm.states["node-2"] = "down~"
+    world.slurm.reasons["node-2"] = "ptc resume: slurmd did not register (ResumeTimeout)"
+    repair = loop(world, after=1)
+    world.client.under_repair.add("node-2")  # a repair of node-2 under way
+    world.slurm.reasons["node-2"] = "ptc repair: resume failed: slurmd did not register"
+    reasons = world.client.slurm.node_reasons
+
+    def read_then_end(nodes: Sequence[str]) -> dict[str, tuple[str, str]]:
+        seen = reasons(nodes)
+        world.client.under_repair.discard("node-2")  # it ends right after the read
+        world.slurm.states["node-2"], world.slurm.reasons["node-2"] = "idle~", ""
+        return seen
+
+    world.client.slurm.node_reasons = read_then_end  # type: ignore[method-assign]
+    assert repair.round() == []
+    world.client.slurm.node_reasons = reasons  # type: ignore[method-assign]
+    assert repair.round() == [] and kinds(world) == []
