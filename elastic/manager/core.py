@@ -14,7 +14,7 @@ import re
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
@@ -576,21 +576,33 @@ class Manager:
                 timings=done.timings,
                 called_off=done.called_off,
             )
-            after = self.config.protect_after
-            if not protection.record(part, done.ready, done.failed, done.called_off, now, after):
-                return None
-            state.append(
-                now,
-                "partition-protected",
-                partition=partition,
-                failures=part.protection.failures,
-                reason=part.protection.reason,
-            )
-            return part.protection.reason
+            return self._count(state, part, done.ready, done.failed, done.called_off, now)
 
         began = self._update(change, str | None)
         if began is not None:
             self.report.warning(f"partition {partition}: protected mode: {began}")
+
+    def _count(
+        self,
+        state: State,
+        part: Partition,
+        ready: Sequence[str],
+        failed: Mapping[str, str],
+        called_off: Sequence[str],
+        now: float,
+    ) -> str | None:
+        """Count nodes that came up or failed towards the partition's protected mode (inside a
+        write); the reason when this put it in protected mode, with its event logged."""
+        if not protection.record(part, ready, failed, called_off, now, self.config.protect_after):
+            return None
+        state.append(
+            now,
+            "partition-protected",
+            partition=part.name,
+            failures=part.protection.failures,
+            reason=part.protection.reason,
+        )
+        return part.protection.reason
 
     def unprotect(self, caller: Principal, partition: str) -> bool:
         """End ``partition``'s protected mode (admin); False if it was not protected."""
@@ -670,7 +682,7 @@ class Manager:
             }
             if not error:
                 state.append(now, "node-repaired", **common, repaired=done.repaired)
-                protection.record(part, [node], {}, [], now, self.config.protect_after)
+                self._count(state, part, [node], {}, [], now)
                 return done, None
             state.append(
                 now,
@@ -680,17 +692,7 @@ class Manager:
                 failures=done.failures,
                 retry_at=done.not_before,
             )
-            after = self.config.protect_after
-            if not protection.record(part, [], {node: f"repair: {error}"}, [], now, after):
-                return done, None
-            state.append(
-                now,
-                "partition-protected",
-                partition=partition,
-                failures=part.protection.failures,
-                reason=part.protection.reason,
-            )
-            return done, part.protection.reason
+            return done, self._count(state, part, [], {node: f"repair: {error}"}, [], now)
 
         done, began = self._update(change, tuple[Repair, str | None])
         if error:
