@@ -24,6 +24,15 @@ def test_slurmctld_active(host: Host) -> None:
     assert host.service("slurmctld").is_running, f"{name_of(host)}: slurmctld is not running"
 
 
+def test_slurmctld_comes_back_after_a_failure(host: Host) -> None:
+    """systemd restarts a slurmctld that dies (Debian's unit does not), and leaves the power
+    programs it started to finish."""
+    require_group(host, "slurm_controller")
+    unit = host.check_output("systemctl show slurmctld --property=Restart,KillMode")
+    found = dict(line.split("=", 1) for line in unit.splitlines())
+    assert found == {"Restart": "on-failure", "KillMode": "process"}, f"{name_of(host)}: {found}"
+
+
 def test_slurmdbd_active(host: Host) -> None:
     require_group(host, "slurm_dbd")
     assert host.service("slurmdbd").is_running, f"{name_of(host)}: slurmdbd is not running"
