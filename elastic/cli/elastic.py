@@ -553,6 +553,8 @@ def _describe(event: dict[str, Any]) -> str:
         timings = sorted(d.get("timings", {}).items(), key=lambda kv: (kv[0] not in order,
                          order.index(kv[0]) if kv[0] in order else 0, kv[0]))  # fmt: skip
         steps = ", ".join(f"{k} {float(v):.1f} s" for k, v in timings)
+        if "hand over" in d.get("timings", {}):  # drift mended: the node went to the lender
+            return f"{d['partition']}: {d['node']} handed over ({d['cause']}; {steps})"
         return f"{d['partition']}: {d['node']} back in {float(d['seconds']):.0f} s ({steps})"
     if kind == "repair-failed":
         return (

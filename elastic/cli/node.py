@@ -122,7 +122,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON document on stdout")] = False,
 ) -> None:
     """Each node's power state: running, stopped, parked (its elastic partition gave the machine
-    back and will take it again) or missing."""
+    back and will take it again), lent (to another experiment) or missing."""
     exp = experiments.load(name)
     states = nodeops.states(exp)
     if as_json:

@@ -73,6 +73,11 @@ class Provisioner(Protocol):
         """Those of ``nodes`` whose machines are on; [] when the testbed powers nothing."""
         ...
 
+    def lent(self, nodes: Sequence[str]) -> list[str]:
+        """Those of ``nodes`` whose machines the testbed has lent to another experiment; []
+        when it lends none."""
+        ...
+
     def power_off_if(
         self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
     ) -> list[str]:
@@ -113,6 +118,9 @@ class NoProvisioner:
     powers = False
 
     def running(self, nodes: Sequence[str]) -> list[str]:
+        return []
+
+    def lent(self, nodes: Sequence[str]) -> list[str]:
         return []
 
     def power_off_if(
@@ -261,11 +269,14 @@ class SlurmElasticClient:
             self._report_resume(nodes, [], refused, {"total": 0.0}, called_off=nodes)
             self.report.end(f"resume: refused {nodes}, the partition is protected")
             return HookResult([], refused, {"total": 0.0}, started)
-        ready = self._add(nodes, failed)
+        taken: dict[str, str] = {}
+        ready = self._add(nodes, failed, taken)
         timings["manager"] = self.clock() - started
         # A node fails at the step that failed it, not when the others are ready: its job is
         # requeued at once, and its reason is ours before Slurm's ResumeTimeout comes for it.
         self._fail(failed)
+        self._taken(taken)
+        failed.update(taken)
         for step, key, action in (
             ("power on", "power_on", self.provisioner.power_on),
             ("configure", "playbook", self.provisioner.configure),
@@ -303,6 +314,7 @@ class SlurmElasticClient:
                 failed[node] = f"called off: powered down ({state})"
                 called_off.append(node)
         timings["total"] = self.clock() - started
+        called_off += sorted(taken)
         self._report_resume(nodes, ready, failed, timings, called_off=called_off)
         self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
         return HookResult(ready, failed, timings, started)
@@ -405,7 +417,9 @@ class SlurmElasticClient:
             text = json.dumps(sorted(names)) + "\n"
             atomic.write_text(self.config.protected_file, text, mode=0o600)
 
-    def _add(self, nodes: list[str], failed: dict[str, str]) -> list[str]:
+    def _add(self, nodes: list[str], failed: dict[str, str], taken: dict[str, str]) -> list[str]:
+        """AddNodes for ``nodes``; those it refuses go to ``failed``, and those another
+        partition took meanwhile (Slurm chose them while they were free) to ``taken``."""
         try:
             self.manager.add_nodes(self.partition, nodes=nodes)
             return nodes
@@ -420,9 +434,22 @@ class SlurmElasticClient:
             try:
                 self.manager.add_nodes(self.partition, nodes=[node])
                 ready.append(node)
+            except Conflict as err:  # for named nodes: held by another partition
+                taken[node] = f"taken meanwhile: {_short(err)}"
             except PtcError as err:
                 failed[node] = f"manager refused: {_short(err)}"
         return ready
+
+    def _taken(self, taken: dict[str, str]) -> None:
+        """Nodes another partition took between Slurm's choice and this resume: nothing is
+        wrong with them, so not DOWN. Slurm powers them down again (their jobs requeued, to
+        start elsewhere), and the pool's sync then keeps them drained for their holder."""
+        for node, reason in sorted(taken.items()):
+            self.report.warning(f"{node}: {reason}")
+            try:
+                self.slurm.power_down([node], f"ptc resume: {reason}"[:250])
+            except SlurmCommandError as err:
+                self.report.warning(f"{node}: could not power it down again: {err}")
 
     def _wait_registered(self, nodes: list[str]) -> tuple[list[str], dict[str, str]]:
         """Wait for slurmd on ``nodes``; (nodes still waiting at the client's own timeout,
@@ -529,7 +556,7 @@ class SlurmElasticClient:
         Returns {"drained": [...], "undrained": [...]}."""
         owners = {n["name"]: n.get("owner") for n in self.manager.discover()}
         reasons = self.slurm.node_reasons(sorted(owners))
-        drained, undrained, adopted = [], [], []
+        drained, freed, adopted = [], [], []
         for node, owner in sorted(owners.items()):
             if node not in reasons:
                 continue  # not a Slurm node
@@ -537,16 +564,23 @@ class SlurmElasticClient:
             ours = reason.startswith(HELD_PREFIX)
             if owner not in (None, self.partition):
                 # Drained unless someone else drained it already. A forced power down (a node
-                # handed back) lifts the drain when Slurm carries it out: drain it again.
+                # handed back) lifts the drain when Slurm carries it out: drain it again. Slurm
+                # shows a DOWN node drained as DOWN: its reason says it is drained already.
                 wanted = held_reason(str(owner))
-                if "drain" not in state or (ours and reason != wanted):
+                shown_down = state.startswith("down") and reason == wanted
+                if ("drain" not in state and not shown_down) or (ours and reason != wanted):
                     self.slurm.drain([node], wanted)
                     drained.append(node)
-            elif ours and "drain" in state:
-                self.slurm.undrain([node])
-                undrained.append(node)
+            elif ours and ("drain" in state or state.startswith("down")):
+                freed.append(node)  # Slurm shows DOWN over DRAIN: a DOWN one is returned
             elif owner is None and _powered_up(state):
                 adopted.append(node)  # up in Slurm (e.g. an administrator resumed it)
+        undrained = [n for n in freed if n not in self._lent(freed)]
+        down = [n for n in undrained if reasons[n][0].startswith("down")]
+        if down:
+            self.slurm.update_nodes(down, "RESUME")
+        if rest := [n for n in undrained if n not in down]:
+            self.slurm.undrain(rest)
         if adopted:
             try:
                 self.manager.add_nodes(self.partition, nodes=adopted)
@@ -559,6 +593,18 @@ class SlurmElasticClient:
                 f"adopted {adopted or 'none'}"
             )
         return {"drained": drained, "undrained": undrained, "adopted": adopted}
+
+    def _lent(self, nodes: list[str]) -> set[str]:
+        """Those of ``nodes`` whose machines the testbed lent elsewhere: freed in the pool by
+        mistake, they stay drained (Slurm would resume a machine that is not there) until the
+        repair loop hands them to the partition holding lent machines."""
+        if not nodes:
+            return set()
+        try:
+            return set(self.provisioner.lent(nodes))
+        except PtcError as err:
+            self.report.warning(f"pool: which machines are lent: {err}")
+            return set()
 
     def _resting(self, nodes: list[str]) -> list[str]:
         """Those of ``nodes`` Slurm holds powered down and is not powering up or down."""

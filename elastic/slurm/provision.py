@@ -410,6 +410,13 @@ class PlaybookProvisioner:
         holding = ("running", "stopped") if self.node_operation == "release" else ("running",)
         return [n for n in nodes if states.get(n) in holding]
 
+    def lent(self, nodes: Sequence[str]) -> list[str]:
+        """Those of ``nodes`` the node control says are lent to another experiment."""
+        if self.control is None:
+            return []
+        states = self.control.nodes()
+        return [n for n in nodes if states.get(n) == "lent"]
+
     def configure(self, nodes: Sequence[str]) -> None:
         fresh = self.node_operation in FRESH_DISK
         self._playbook(self.fresh_playbook if fresh else self.resume_playbook, nodes)

@@ -6,9 +6,10 @@ resume left DOWN (``ptc resume: ...``: it did not boot, its playbook failed, its
 registered), one whose slurmd does not answer, and one whose last repair failed. A node must be
 seen so in ``after`` rounds in a row (a health check that passes again lifts its own drain).
 Drift between Slurm and the machines is mended in the same rounds: a node whose machine the
-testbed stopped while Slurm counted it up is powered down in Slurm (its jobs requeued), and a
-free node's machine that runs while Slurm holds it powered down is the client's
-``settle_power``'s to stop.
+testbed stopped while Slurm counted it up is powered down in Slurm (its jobs requeued), a node
+the pool lists whose machine the testbed lent to another experiment is handed to the partition
+that holds lent machines (the ``lender``), and a free node's machine that runs while Slurm holds
+it powered down is the client's ``settle_power``'s to stop.
 
 A repair, each step an event (``elastic.manager.repairs`` keeps the record):
 
@@ -31,7 +32,6 @@ The repairs run in threads of their own: the client's other loops go on meanwhil
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from elastic.errors import PtcError
 from elastic.events import OnEvent, Reporter
+from elastic.manager.client import ManagerClient
 from elastic.slurm.client import SlurmElasticClient, failures_by_node
 from elastic.slurm.commands import SlurmCommandError
 
@@ -96,6 +97,18 @@ def cause_of(state: str, reason: str) -> Cause | None:
 # Drift: Slurm counts on a node whose machine the testbed has stopped (it crashed, someone
 # stopped it). Slurm would find out only at SlurmdTimeout, and not at all for a CLOUD node.
 LOST = Cause("power down", "its machine is off while Slurm counted it up")
+# Drift: the pool lists a node as free (or ours) whose machine the testbed lent to another
+# experiment: Slurm could resume it, and the resume would fail. The lender holds it instead.
+LENT = Cause("hand over", "its machine is lent to another experiment")
+
+
+@dataclass(frozen=True)
+class Lender:
+    """The reference partition that holds the machines the testbed lends, with a client of the
+    manager holding that partition's token."""
+
+    partition: str
+    manager: ManagerClient
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,10 @@ class RepairConfig:
     after: int = 2  # rounds in a row a node must be seen broken
     lease: float = 1800.0  # the claim's length: longer than any repair takes
     workers: int = 4  # repairs at once
-    holder: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    # The controller's host, not its process: one Slurm client runs per host, and when it dies
+    # its unit's processes die with it, so a restarted client takes its own claims back at once
+    # instead of waiting out their lease. Another controller still waits for the lease.
+    holder: str = field(default_factory=socket.gethostname)
 
 
 class RepairLoop:
@@ -118,9 +134,11 @@ class RepairLoop:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_event: OnEvent | None = None,
+        lender: Lender | None = None,
     ) -> None:
         self.client = client
         self.config = config or RepairConfig()
+        self.lender = lender
         self.clock = clock
         self.report = Reporter("slurm-repair", on_event)
         self._seen: dict[str, tuple[Cause, int]] = {}
@@ -143,9 +161,10 @@ class RepairLoop:
         mine = sorted(n for n, owner in pool.items() if owner in (None, client.partition))
         reasons = client.slurm.node_reasons(mine) if mine else {}
         stopped = self._stopped_under_slurm(reasons)
+        lent = self._lent(reasons)
         seen: dict[str, tuple[Cause, int]] = {}
         for node, (state, reason) in sorted(reasons.items()):
-            cause = LOST if node in stopped else cause_of(state, reason)
+            cause = LOST if node in stopped else LENT if node in lent else cause_of(state, reason)
             if cause is None or node in busy:
                 continue
             before = self._seen.get(node)
@@ -161,6 +180,8 @@ class RepairLoop:
                 self._return_refused(node)
             elif cause.kind == "power down" and count >= self.config.after:
                 self._power_down_lost(node, cause)
+            elif cause.kind == "hand over" and count >= self.config.after:
+                self._hand_over(node, cause, pool.get(node))
             elif cause.kind == "mend" and (
                 count >= self.config.after
                 and client.provisioner.repairs
@@ -190,6 +211,45 @@ class RepairLoop:
         except PtcError as err:
             self.report.warning(f"drift: the machines' power: {err}")
             return set()
+
+    def _lent(self, reasons: dict[str, tuple[str, str]]) -> set[str]:
+        """Nodes Slurm holds powered down whose machines the testbed lent elsewhere (one Slurm
+        counts up is powered down first: its machine is not running)."""
+        down = [n for n, (state, _) in reasons.items() if "~" in state and "#" not in state]
+        if self.lender is None or not down:
+            return set()
+        try:
+            return set(self.client.provisioner.lent(down))
+        except PtcError as err:
+            self.report.warning(f"drift: the machines' loans: {err}")
+            return set()
+
+    def _hand_over(self, node: str, cause: Cause, owner: str | None) -> None:
+        """A lent machine's node, free in the pool or still ours: the lender holds it (as a
+        lend would have left it), a claimed repair with the reason; Slurm's partition then
+        shows it held by the lender."""
+        client, lender = self.client, self.lender
+        assert lender is not None
+        if not self._claim(node, cause):
+            return
+        started = self.clock()
+        error = ""
+        try:
+            if owner == client.partition:
+                client.manager.delete_nodes(client.partition, [node])
+            lender.manager.add_nodes(lender.partition, nodes=[node])
+        except PtcError as err:
+            error = f"hand over: {' '.join(str(err).split())}"[:300]
+        with self._lock:
+            client.under_repair.discard(node)
+        timings = {} if error else {"hand over": round(self.clock() - started, 3)}
+        try:
+            client.manager.end_repair(client.partition, node, self.config.holder, error, timings)
+        except PtcError as err:
+            self.report.warning(f"{node}: the manager did not take the repair's end: {err}")
+        self.report.status(
+            f"{node}: {cause.why}: " + (error or f"held by partition {lender.partition}")
+        )
 
     def _power_down_lost(self, node: str, cause: Cause) -> None:
         """A node whose machine stopped under Slurm: Slurm powers it down at once (its jobs,

@@ -20,6 +20,9 @@ elastic role writes it, and the files it names, at the paths of ``elastic.node_p
     sync_interval: 5              # drain nodes other partitions hold, undrain freed ones
     repair_interval: 60           # the repair loop's rounds (0: no repair loop)
     repair_after: 2               # rounds a node must be seen broken before it is repaired
+    lender:                       # the reference partition that holds lent machines (omit:
+      partition: ref              #   the repair loop leaves lent machines' nodes alone)
+      token_file: partition-ref.token   # root-only
     register_timeout: 0           # resume: wait for slurmd (0: until Slurm's ResumeTimeout)
     requeue_lead: 2
     log_file: slurm-hooks.log     # the hooks' log (slurmctld drops output)
@@ -81,7 +84,7 @@ from elastic.slurm.client import (
 )
 from elastic.slurm.commands import Slurm, subprocess_runner
 from elastic.slurm.rebalance import run_round
-from elastic.slurm.repair import RepairConfig, RepairLoop
+from elastic.slurm.repair import Lender, RepairConfig, RepairLoop
 from elastic.slurm.sites import load_sites
 
 log = logging.getLogger("ptc.elastic.slurm")
@@ -111,6 +114,7 @@ class SlurmClientSettings:
     provisioner: str = ""
     tls: dict[str, Path] | None = None  # cert, key: the endpoint serves HTTPS only
     protected_file: Path | None = Path(node_paths.PROTECTED_PARTITIONS)
+    lender: tuple[str, Path] | None = None  # (partition, token file)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -131,6 +135,8 @@ class SlurmClientSettings:
         if not isinstance(every, int | float) or isinstance(every, bool) or every < 0:
             raise InputError(f"{path}: repair_interval: {every!r} is not seconds >= 0")
         raw["token_file"] = Path(raw["token_file"])
+        if raw.get("lender") is not None:
+            raw["lender"] = _lender(raw["lender"], f"{path}: lender")
         for key in ("log_file", "timings_file", "manager_ca", "protected_file"):
             if raw.get(key):
                 raw[key] = Path(raw[key])
@@ -138,6 +144,31 @@ class SlurmClientSettings:
         if raw.get("tls") is not None:
             raw["tls"] = parse_tls(raw["tls"], f"{path}: tls")
         return cls(**raw, extra=extra)
+
+
+def _lender(raw: Any, where: str) -> tuple[str, Path]:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: a mapping with partition and token_file")
+    for key in ("partition", "token_file"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise InputError(f"{where}: {key}: missing or not a string")
+    if unknown := sorted(set(raw) - {"partition", "token_file"}):
+        raise InputError(f"{where}: {', '.join(unknown)}: unknown (partition, token_file)")
+    return raw["partition"], Path(raw["token_file"])
+
+
+def build_repair(settings: SlurmClientSettings, client: SlurmElasticClient) -> RepairLoop:
+    """The repair loop of ``client``; with a lender, a client of the manager as that partition."""
+    lender = None
+    if settings.lender is not None:
+        partition, token_file = settings.lender
+        lender = Lender(partition, client.manager.with_token(read_token(token_file)))
+    return RepairLoop(
+        client,
+        RepairConfig(interval=settings.repair_interval, after=settings.repair_after),
+        on_event=to_logger(log),
+        lender=lender,
+    )
 
 
 def load_provisioner(spec: str, settings: SlurmClientSettings) -> Provisioner:
@@ -383,11 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                 pv_interval=settings.pv_interval,
                 step_interval=settings.step_interval,
                 sync_interval=settings.sync_interval,
-                repair=RepairLoop(
-                    client,
-                    RepairConfig(interval=settings.repair_interval, after=settings.repair_after),
-                    on_event=to_logger(log),
-                ),
+                repair=build_repair(settings, client),
             )
             uvicorn.run(
                 app,

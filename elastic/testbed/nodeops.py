@@ -21,6 +21,7 @@ from elastic.profile import rspec
 from elastic.testbed import backends, lifecycle, power_hold
 from elastic.testbed import experiment as experiments
 from elastic.testbed.experiment import Experiment
+from elastic.testbed.loans import LoanBook
 
 
 def power_off(exp: Experiment, nodes: Sequence[str], on_event: OnEvent | None = None) -> None:
@@ -101,13 +102,21 @@ def allocate(
 
 
 def states(exp: Experiment) -> dict[str, str]:
-    """node client_id -> "running" | "stopped" | "parked" | "missing" (or the testbed's own
-    word); a released node is "missing", one an elastic partition parked "parked"."""
+    """node client_id -> "running" | "stopped" | "parked" | "lent" | "missing" (or the testbed's
+    own word); a released node is "missing", one an elastic partition parked "parked", one whose
+    machine is lent to another experiment (a loan in the state ``lent``) "lent"."""
     if exp.adopted:
         raise InputError(f"experiment {exp.name!r} was adopted: the portal shows its nodes' state")
     found = lifecycle.backend_for(exp).power_states(exp)
-    gone = {n: "parked" if n in exp.parked else "missing" for n in exp.released}
+    lent = {n for n, loan in LoanBook(exp.loans_path).all().items() if loan.state == "lent"}
+    gone = {n: _gone_word(exp, n, lent) for n in exp.released}
     return found | {n: state for n, state in gone.items() if n not in found}
+
+
+def _gone_word(exp: Experiment, node: str, lent: set[str]) -> str:
+    if node in exp.parked:
+        return "parked"
+    return "lent" if node in lent else "missing"
 
 
 def _provisioned(

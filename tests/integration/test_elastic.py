@@ -1518,6 +1518,20 @@ def test_a_pool_node_is_lent_to_a_second_experiment_and_slurm_grows_into_it_agai
     assert out.strip() == name, out
     proc = ptc("run", lendee.name, name, "--", "hostname")
     assert proc.returncode == 0 and name in proc.stdout, proc.stdout + proc.stderr
+    # drift: the manager frees the lent node behind the loans' back, so Slurm could resume a
+    # machine that is elsewhere; the repair loop hands it back to ref within its rounds
+    with manager(expdir, "ref") as m:
+        assert m.delete_nodes("ref", [node]) == [node]
+    drift = json.loads(ptc("elastic", "reconcile", expdir.name, "--json").stdout)["found"]
+    assert [(d["node"], d["kind"]) for d in drift] == [(node, "lent-but-free")]
+    assert wait_for(
+        f"the repair loop to hand {node} back to ref",
+        lambda: owners(expdir)[node] == "ref",
+        REPAIR_INTERVAL * 4 + 30,
+    )
+    handed = [e for e in events(expdir, "node-repaired") if e["data"]["node"] == node]
+    assert handed and handed[-1]["data"]["cause"] == "its machine is lent to another experiment"
+    assert ptc("elastic", "reconcile", expdir.name).returncode == 0
     # given back: out of the other experiment, back in the pool's, deployed, free
     proc = ptc("elastic", "release", expdir.name, node)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -124,3 +124,19 @@ def test_only_the_partition_repairs_its_nodes_and_never_a_node_held_elsewhere(
 def test_backoff_doubles_from_the_base_and_never_passes_the_cap() -> None:
     assert [backoff(n, 60, 600) for n in range(6)] == [0, 60, 120, 240, 480, 600]
     assert backoff(10_000, 60, 600) == 600  # no overflow for a node failing for ever
+
+
+def test_a_node_handed_to_the_lender_is_not_said_to_be_back() -> None:
+    event = {
+        "kind": "node-repaired",
+        "data": {
+            "partition": "slurm",
+            "node": "node-3",
+            "cause": "its machine is lent to another experiment",
+            "seconds": 0.2,
+            "timings": {"hand over": 0.2},
+        },
+    }
+    assert describe(event) == (
+        "slurm: node-3 handed over (its machine is lent to another experiment; hand over 0.2 s)"
+    )

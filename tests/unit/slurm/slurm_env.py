@@ -36,6 +36,7 @@ class Provisioner:
     calls: list[tuple[str, list[str]]] = field(default_factory=list)
     fail: str = ""
     on: set[str] = field(default_factory=set)  # machines running (a testbed that powers them)
+    away: set[str] = field(default_factory=set)  # machines lent to another experiment
 
     def _step(self, step: str, nodes: Sequence[str]) -> None:
         self.calls.append((step, list(nodes)))
@@ -58,6 +59,9 @@ class Provisioner:
 
     def running(self, nodes: Sequence[str]) -> list[str]:
         return [n for n in nodes if n in self.on]
+
+    def lent(self, nodes: Sequence[str]) -> list[str]:
+        return [n for n in nodes if n in self.away]
 
     def power_off_if(
         self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]

@@ -3,14 +3,17 @@ a repair, a failed repair's reason, backoff and protected mode, and two loops on
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Sequence
 
 import pytest
+from fastapi.testclient import TestClient
 from slurm_env import World
 
 from elastic.manager import ManagerConfig
-from elastic.slurm.repair import Cause, RepairConfig, RepairLoop, cause_of
+from elastic.manager.client import ManagerClient
+from elastic.slurm.repair import Cause, Lender, RepairConfig, RepairLoop, cause_of
 
 
 @pytest.mark.parametrize(
@@ -220,6 +223,73 @@ def test_a_machine_stopped_under_slurm_is_powered_down_in_slurm_without_a_reload
     assert world.slurm.states["node-1"] == "mixed~" and world.slurm.states["node-2"] == "idle"
     assert world.prov.calls == []  # no fresh disk, no playbook: the machine is just gone
     assert kinds(world) == ["repair-started", "node-repaired"]
+
+
+def test_a_client_restarted_mid_repair_takes_its_claim_back_at_once(world: World) -> None:
+    """The claim is the host's: a client killed mid-repair (its repair cut short, the node
+    drained with the repair's reason) is mended by the client restarted on that host without
+    waiting out the lease; a loop on another host still waits."""
+    world.slurm.states["node-1"] = "drained"
+    world.slurm.reasons["node-1"] = "ptc-health: munge cannot encode and decode a credential"
+    world.prov.on = {"node-1"}  # its machine runs
+    first = RepairLoop(world.client, RepairConfig(interval=20, after=1), clock=world.clock)
+    assert first.config.holder == socket.gethostname()
+    assert first._claim("node-1", Cause("mend", "health check"))  # then the client dies
+    world.slurm.states["node-1"] = "drained"
+    world.slurm.reasons["node-1"] = "ptc repair: health check"
+    world.client.under_repair.clear()
+    elsewhere = RepairConfig(interval=20, after=1, holder="backup")
+    assert RepairLoop(world.client, elsewhere, clock=world.clock).round() == []
+    again = RepairLoop(world.client, RepairConfig(interval=20, after=1), clock=world.clock)
+    assert again.round() == ["node-1"]
+    again.wait()
+    assert world.slurm.states["node-1"] == "idle"
+
+
+def lender(world: World) -> Lender:
+    token = world.manager.tokens.get("ref")
+    assert token is not None
+    # a client of its own: a client's token rides on its HTTP client's headers
+    own = TestClient(world.http.app)
+    return Lender("ref", ManagerClient("http://testserver", token, client=own))
+
+
+def test_a_lent_machines_node_free_in_the_pool_is_handed_to_the_lender(world: World) -> None:
+    world.slurm.states.update({"node-1": "idle~", "node-2": "idle~"})
+    world.prov.away = {"node-1"}  # lent, yet free in the manager: Slurm could resume it
+    config = RepairConfig(interval=20, after=2, lease=600, holder="head:1")
+    repair = RepairLoop(world.client, config, clock=world.clock, lender=lender(world))
+    assert repair.round() == []
+    assert world.owners()["node-1"] is None, "seen once is not enough"
+    repair.round()
+    assert world.owners()["node-1"] == "ref" and world.owners()["node-2"] is None
+    assert world.client.sync_pool()["drained"] == ["node-1"], "Slurm now keeps it out"
+    assert kinds(world) == ["repair-started", "node-repaired"]
+    done = world.manager.read().events[-1].data
+    assert done["cause"] == "its machine is lent to another experiment"
+    assert set(done["timings"]) == {"hand over"} and world.prov.calls == []
+    repair.round()
+    repair.round()
+    assert kinds(world) == ["repair-started", "node-repaired"], "held by ref: no longer ours"
+
+
+def test_a_lent_machines_node_still_ours_leaves_our_partition_for_the_lender(
+    world: World,
+) -> None:
+    world.client.manager.add_nodes("slurm", nodes=["node-3"])
+    world.slurm.states["node-3"] = "idle~"  # a give-back to the pool that never happened
+    world.prov.away = {"node-3"}
+    config = RepairConfig(interval=20, after=1, lease=600, holder="head:1")
+    RepairLoop(world.client, config, clock=world.clock, lender=lender(world)).round()
+    assert world.owners()["node-3"] == "ref"
+
+
+def test_without_a_lender_lent_machines_are_left_to_the_reconciler(world: World) -> None:
+    world.slurm.states["node-1"] = "idle~"
+    world.prov.away = {"node-1"}
+    repair = loop(world, after=1)
+    repair.round()
+    assert world.owners()["node-1"] is None and kinds(world) == []
 
 
 def test_drift_is_not_looked_for_when_the_testbed_powers_nothing(world: World) -> None:

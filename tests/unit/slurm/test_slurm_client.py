@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fake_slurm import FakeSlurm, Job
 from fastapi.testclient import TestClient
@@ -260,12 +262,33 @@ def test_resume_playbook_failure_marks_down_with_the_task_and_gives_back(world: 
     assert world.owners()["node-2"] is None
 
 
-def test_resume_of_a_node_held_elsewhere_fails_only_that_node(world: World) -> None:
+def test_resume_of_a_node_taken_meanwhile_powers_it_down_without_counting_a_failure(
+    world: World,
+) -> None:
+    """Slurm chose a free node, and the reference partition took it before the resume asked
+    the manager: the node is powered down again (its job requeued), not DOWN, and the race is
+    not a failure of the node towards protected mode."""
     world.manager.add_nodes(world.admin, "ref", nodes=["node-1"])
     result = world.client.resume("node-[0-1]")
     assert result.ready == ["node-0"] and list(result.failed) == ["node-1"]
     assert "held by partition ref" in world.slurm.reasons["node-1"]
+    assert world.slurm.updates()[0][2:4] == ["NodeName=node-1", "State=POWER_DOWN_FORCE"]
+    assert not world.slurm.states["node-1"].startswith("down")
     assert world.owners() == {"node-0": "slurm", "node-1": "ref", "node-2": None, "node-3": None}
+    assert world.manager.read().partitions["slurm"].protection.failures == 0
+    world.client.sync_pool()
+    assert world.slurm.reasons["node-1"] == "ptc: held by partition ref"
+
+
+def test_a_node_left_down_while_held_elsewhere_is_returned_once_freed(world: World) -> None:
+    world.manager.add_nodes(world.admin, "ref", nodes=["node-1"])
+    world.slurm.states["node-1"] = "down~"  # Slurm shows DOWN over the holder's DRAIN
+    world.slurm.reasons["node-1"] = "ptc: held by partition ref"
+    world.client.sync_pool()
+    assert world.slurm.updates() == [], "held still: left as it is"
+    world.manager.delete_nodes(world.admin, "ref", ["node-1"])
+    assert world.client.sync_pool()["undrained"] == ["node-1"]
+    assert world.slurm.updates()[-1][2:] == ["NodeName=node-1", "State=RESUME"]
 
 
 def test_resume_timeout_and_resume_fail_program(world: World) -> None:
@@ -313,6 +336,35 @@ def test_settings_refuse_listening_everywhere(tmp_path) -> None:  # type: ignore
     conf.write_text("manager_url: http://x\ntoken_file: /x\npolicy: BEST\n")
     with pytest.raises(InputError, match="policy"):
         SlurmClientSettings.load(conf)
+
+
+def test_a_lent_machines_node_freed_by_mistake_stays_drained(world: World) -> None:
+    world.manager.add_nodes(world.admin, "ref", nodes=["node-1", "node-2"])
+    world.slurm.states.update({"node-1": "idle~", "node-2": "idle~"})
+    world.client.sync_pool()
+    world.manager.delete_nodes(world.admin, "ref", ["node-1", "node-2"])
+    world.prov.away = {"node-1"}  # node-1's machine is lent elsewhere; node-2 came back
+    assert world.client.sync_pool()["undrained"] == ["node-2"]
+    assert world.slurm.reasons["node-1"] == "ptc: held by partition ref"
+
+
+@pytest.mark.parametrize(
+    ("lender", "error"),
+    [
+        ("ref", "lender: a mapping"),
+        ("{partition: ref}", "lender: token_file: missing"),
+        ("{partition: ref, token_file: /t, url: x}", "lender: url: unknown"),
+    ],
+)
+def test_settings_name_a_wrong_lender(tmp_path: Path, lender: str, error: str) -> None:
+    conf = tmp_path / "c.yml"
+    conf.write_text(f"manager_url: http://x\ntoken_file: /x\nlender: {lender}\n")
+    with pytest.raises(InputError, match=f"c.yml: {error}"):
+        SlurmClientSettings.load(conf)
+    conf.write_text(
+        "manager_url: http://x\ntoken_file: /x\nlender: {partition: ref, token_file: /t}\n"
+    )
+    assert SlurmClientSettings.load(conf).lender == ("ref", Path("/t"))
 
 
 def test_nodes_other_partitions_hold_are_drained_and_freed_ones_undrained(world: World) -> None:

@@ -30,6 +30,8 @@ from elastic.testbed import known_hosts, lifecycle, membership, nodeops, power_h
 from elastic.testbed.backends.local import backend as local
 from elastic.testbed.backends.local import capacity, links, network, provisioning
 from elastic.testbed.experiment import Experiment, State
+from elastic.testbed.loans import Loan, LoanBook
+from elastic.testbed.loans import State as LoanState
 
 KEYS = "ssh-ed25519 AAAAkey-{node} root@{node}\n"
 
@@ -471,6 +473,19 @@ def test_release_takes_nodes_out_of_the_records_and_remembers_them(moving: Movin
     assert events[-1].topic == "release" and events[-1].kind is Kind.END
     # A released node is "missing" to the testbed's power states.
     assert nodeops.states(after)["node-1"] == "missing"
+
+
+@pytest.mark.parametrize(("state", "word"), [("lent", "lent"), ("lending", "missing"),
+                                             ("returning", "missing")])  # fmt: skip
+def test_a_released_node_whose_machine_is_lent_is_lent(
+    moving: Moving, state: LoanState, word: str
+) -> None:
+    """Only a finished loan says "lent": a lend or give-back half done is the lending's to
+    finish, and the machine is not where the loan says yet."""
+    exp, _ = made("lnt", SLURM_PROFILE, {"computeNodeCount": "2"})
+    nodeops.release(exp, ["node-1"])
+    LoanBook(exp.loans_path).put(Loan("node-1", "other", "lent-node-1", state))
+    assert nodeops.states(experiments.load("lnt"))["node-1"] == word
 
 
 def test_release_refuses_unknown_released_and_last_nodes(moving: Moving) -> None:
