@@ -198,7 +198,9 @@ def test_production_settings_from_variables(default: dict[str, str], tmp_path: P
             "slurm_accounting_storage_enforce": "",
             "slurm_health_check_interval": 0,
             "slurm_health_check_mounts": ["/home", "/opt/my share"],
-            "slurm_health_check_free_mb": {"/": 2048, "/scratch dir": 10},
+            # out of order: rendered sorted, as the head's playbooks (which read the settings
+            # back from YAML with sorted keys) render it, so a repaired node's file is the same
+            "slurm_health_check_free_mb": {"/scratch dir": 10, "/": 2048},
             "slurm_mpi_default": "pmix",
             "slurm_prolog": "#!/bin/sh\ntrue\n",
             "slurm_restd_enabled": False,
