@@ -745,10 +745,8 @@ class SlurmElasticClient:
 
     def _requeue(self, job_id: str, elapsed: float, node_count: int) -> JobReport:
         try:
-            held = self.slurm.requeue(job_id)
-            self.report.status(
-                f"job {job_id} requeued" + (", resized: held briefly" if held else "")
-            )
+            delay = self.slurm.requeue(job_id)
+            self.report.status(f"job {job_id} requeued; it may start again in {delay} s")
             return JobReport(job_id=job_id, elapsed=elapsed, node_count=node_count, requeued=True)
         except SlurmCommandError as err:
             detail = _short(err)

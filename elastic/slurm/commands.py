@@ -49,6 +49,11 @@ def subprocess_runner(timeout: float = 30.0, cwd: str | None = None) -> Runner:
 # How long a requeued job that was resized waits before it may start again: Slurm's KillWait
 # (30 s by default, between the old step's SIGTERM and SIGKILL) and a margin for its last report.
 RESIZED_REQUEUE_DELAY_S = 40
+# How long any other requeued job waits: its old nodes revoke its credentials when they kill it,
+# and slurmd compares credentials to the second, so a launch there within the same second (free
+# nodes, and Slurm schedules the job again at once) is refused as "credential revoked" and the job
+# fails instead of running. Seen once in a chaos run; a few seconds put the launch past it.
+REQUEUE_DELAY_S = 5
 
 # squeue's -o format: one running job per line, fields split by "|"; the name goes last
 # because it may itself contain "|". The JSON output (--json) needs Slurm's openapi/data
@@ -144,21 +149,21 @@ class Slurm:
         """``scontrol show node -o``: one line of ``Key=Value`` fields a node."""
         return self.run(["scontrol", "show", "node", "-o", ",".join(nodes)])
 
-    def requeue(self, job_id: str) -> bool:
-        """Requeue the job. Slurm 22.05 may start a requeued job that was resized while it ran
-        again at once, before its old batch step has ended, then kill it when the old batch
-        host reports that step ("non-startable batch job"). Such a job is held while it gets a
-        begin time RESIZED_REQUEUE_DELAY_S ahead, then released; True if it was."""
-        if "ResizeTime=" not in self.run(["scontrol", "show", "job", "-o", job_id]):
-            self.run(["scontrol", "requeue", job_id])
-            return False
+    def requeue(self, job_id: str) -> int:
+        """Requeue the job; the seconds it waits before it may start again. Slurm 22.05 may
+        start a requeued job again at once and then kill it as a "non-startable batch job":
+        on a node that revoked its credentials that same second (any job), or when its old
+        batch step reports after the new start (a job resized while it ran). So the job is
+        held while it gets a begin time ahead (REQUEUE_DELAY_S, RESIZED_REQUEUE_DELAY_S when
+        resized), then released."""
+        resized = "ResizeTime=" in self.run(["scontrol", "show", "job", "-o", job_id])
+        delay = RESIZED_REQUEUE_DELAY_S if resized else REQUEUE_DELAY_S
         self.run(["scontrol", "requeuehold", job_id])
         try:
-            delay = f"StartTime=now+{RESIZED_REQUEUE_DELAY_S}"
-            self.run(["scontrol", "update", f"JobId={job_id}", delay])
+            self.run(["scontrol", "update", f"JobId={job_id}", f"StartTime=now+{delay}"])
         finally:
             self.run(["scontrol", "release", job_id])
-        return True
+        return delay
 
     def cancel(self, job_id: str) -> None:
         self.run(["scancel", job_id])
