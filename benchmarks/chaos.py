@@ -52,7 +52,8 @@ from typing import Any
 
 from repair_times import Exp, wait
 
-from elastic.atomic import write_bytes, write_text
+from elastic.atomic import write_text
+from elastic.bench.plot import save_png
 from elastic.errors import PtcError
 from elastic.manager.client import ReferenceClient
 from elastic.manager.workstation import open_manager
@@ -386,11 +387,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                  f"invariant violations: {len(result['violations'])}")  # fmt: skip
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    png = path.with_suffix(".tmp.png")
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    write_bytes(path, png.read_bytes())
-    png.unlink()
+    save_png(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

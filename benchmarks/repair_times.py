@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from elastic.atomic import write_bytes, write_text
+from elastic.atomic import write_text
+from elastic.bench.plot import save_png
 from elastic.manager.workstation import open_manager
 from elastic.remote import ssh
 from elastic.testbed import experiment as experiments
@@ -190,11 +191,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_title("From a fault to the node back in service (repair loop)")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    png = path.with_suffix(".tmp.png")
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    write_bytes(path, png.read_bytes())
-    png.unlink()
+    save_png(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -97,8 +98,15 @@ def stacked_parts(
     if title:
         ax.set_title(title)
     fig.tight_layout()
+    save_png(fig, out)
+    return out
+
+
+def save_png(fig: Any, out: Path, dpi: int = 120) -> None:
+    """Write the matplotlib figure ``fig`` to ``out`` as a PNG, atomically, and close it."""
+    import matplotlib.pyplot as plt
+
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
+    fig.savefig(buffer, format="png", dpi=dpi)
     plt.close(fig)
     atomic.write_bytes(out, buffer.getvalue())
-    return out
