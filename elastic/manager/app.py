@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
@@ -35,6 +36,7 @@ from elastic.lifespan import lifespan_running
 from elastic.manager.auth import Principal
 from elastic.manager.core import Manager, request_key
 from elastic.manager.errors import NotActive
+from elastic.manager.metrics import CONTENT_TYPE, Metrics
 from elastic.manager.model import (
     NAME_PATTERN,
     JobRecord,
@@ -50,6 +52,9 @@ from elastic.manager.model import (
 log = logging.getLogger(__name__)
 # Served by every manager, active or not.
 OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+# Served by standbys too (with a token): each manager reads the same replicated state, and
+# Prometheus scrapes every one of them.
+METRICS_PATH = "/metrics"
 Name = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63)]
 _bearer = HTTPBearer(auto_error=False, description="the admin token or a partition's token")
 
@@ -239,15 +244,37 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
 
     app = FastAPI(title="ptc elastic manager", version="1", description=__doc__, lifespan=lifespan)
     app.state.manager = manager
+    metrics = Metrics(manager)
+    # every read and compare-and-swap of the manager's store is timed from here on
+    manager.store = metrics.timed(manager.store)
 
     @app.middleware("http")
     async def only_the_active_serves(
         request: Request, call_next: RequestResponseEndpoint
     ) -> Response:
-        if request.url.path in OPEN_PATHS or leadership.is_active():
+        if request.url.path in OPEN_PATHS or request.url.path == METRICS_PATH:
+            return await call_next(request)
+        if leadership.is_active():
             return await call_next(request)
         active = await asyncio.to_thread(leadership.active)
         return not_active("this elastic manager is a standby; ask the active one", active)
+
+    # Added last, so it runs first: it times what every request costs, refusals included.
+    @app.middleware("http")
+    async def timed(request: Request, call_next: RequestResponseEndpoint) -> Response:
+        started = time.monotonic()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        template = getattr(route, "path", "other")  # the template: no node names in labels
+        metrics.observe_request(
+            request.method, template, response.status_code, time.monotonic() - started
+        )
+        return response
+
+    @app.get(METRICS_PATH, include_in_schema=False)
+    def metrics_text(who: Caller) -> Response:
+        """The manager's metrics in Prometheus's text format (any valid token)."""
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     @app.exception_handler(PtcError)
     async def ptc_error(_: Request, err: PtcError) -> JSONResponse:

@@ -124,6 +124,14 @@ def test_a_standby_answers_503_naming_the_active_one_and_does_nothing(env: Env) 
     assert kinds(env, "reclamation-finished")
 
 
+def test_a_standby_serves_its_metrics_behind_the_tokens(env: Env) -> None:
+    """Prometheus scrapes every manager: a standby reads the same replicated state."""
+    standby = standby_of(env)
+    got = standby.get("/metrics", headers=env.auth(env.admin))
+    assert got.status_code == 200 and 'ptc_pool_nodes{holder="free"} 4.0' in got.text
+    assert standby.get("/metrics").status_code == 401
+
+
 def test_the_client_finds_the_active_manager_among_every_endpoint(env: Env) -> None:
     calls: list[str] = []
     transports = {
