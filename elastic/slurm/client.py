@@ -246,6 +246,9 @@ class SlurmElasticClient:
         # nodes the repair loop is mending now: their machines are its to run (settle_power
         # leaves them alone)
         self.under_repair: set[str] = set()
+        # the pool's Slurm states as the last sync read them (node -> sinfo's long state), for
+        # the metrics: a scrape asks Slurm nothing
+        self.pool_states: dict[str, str] = {}
 
     @property
     def partition(self) -> str:
@@ -556,6 +559,7 @@ class SlurmElasticClient:
         Returns {"drained": [...], "undrained": [...]}."""
         owners = {n["name"]: n.get("owner") for n in self.manager.discover()}
         reasons = self.slurm.node_reasons(sorted(owners))
+        self.pool_states = {node: state for node, (state, _) in reasons.items()}
         drained, freed, adopted = [], [], []
         for node, owner in sorted(owners.items()):
             if node not in reasons:

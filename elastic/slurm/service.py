@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
@@ -83,6 +83,8 @@ from elastic.slurm.client import (
     SlurmElasticClient,
 )
 from elastic.slurm.commands import Slurm, subprocess_runner
+from elastic.slurm.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from elastic.slurm.metrics import ClientMetrics
 from elastic.slurm.rebalance import run_round
 from elastic.slurm.repair import Lender, RepairConfig, RepairLoop
 from elastic.slurm.sites import load_sites
@@ -253,13 +255,18 @@ def create_app(
                 if interval and now - last[name] < interval:
                     continue
                 last[name] = now
+                started, failed = time.monotonic(), True
                 try:
                     await asyncio.to_thread(job)
+                    failed = False
                 except PtcError as err:
                     log.warning("%s: %s", name, err)
                 except Exception:
                     log.exception("slurm client loop: %s", name)
+                metrics.observe_round(name, time.monotonic() - started, failed)
             await asyncio.sleep(step_interval)
+
+    metrics = ClientMetrics(client)
 
     app = FastAPI(
         title="ptc Slurm elastic client",
@@ -287,6 +294,11 @@ def create_app(
     def notify(payload: DeletePending) -> dict[str, bool]:
         client.notified(payload.model_dump())
         return {"ok": True}
+
+    @app.get("/metrics", dependencies=[Depends(check)], include_in_schema=False)
+    def metrics_text() -> Response:
+        """The client's metrics in Prometheus's text format (the partition's token)."""
+        return Response(metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     return app
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_slurm import FakeSlurm, Job
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from slurm_env import NODES, T0, World
 
 from elastic import wire
@@ -521,3 +524,39 @@ def test_a_machine_that_comes_up_by_itself_keeps_its_slurmd(world: World) -> Non
     assert world.client.settle_power() == []
     world.clock.sleep(world.client.config.settle_grace)
     assert world.client.settle_power() == ["node-1"]
+
+
+def test_the_client_s_metrics_need_its_token_and_show_the_pool_and_its_loops(
+    world: World,
+) -> None:
+    """``/metrics``: the pool's Slurm states as the last sync read them, and each loop's rounds,
+    counted by the loop the service runs (one round of each here: the world's clock stands
+    still, so only the reclamation steps come round again)."""
+    world.manager.add_nodes(world.admin, "ref", nodes=["node-1"])
+    world.slurm.states.update({"node-0": "allocated", "node-2": "idle~", "node-3": "idle~"})
+    app = create_app(world.client, "s3cret", step_interval=0.01, sync_interval=5.0)
+
+    def step_rounds(samples: dict[tuple[str, Any], float]) -> float:
+        return samples.get(("ptc_slurm_client_round_seconds_count", (("loop", "step"),)), 0.0)
+
+    with TestClient(app) as http:  # runs the service's loops
+        assert http.get("/metrics").status_code == 401
+        deadline = time.monotonic() + 60
+        while True:  # until the steps came round twice (a busy machine takes longer)
+            got = http.get("/metrics", headers={"Authorization": "Bearer s3cret"})
+            assert got.status_code == 200 and got.headers["content-type"].startswith("text/plain")
+            samples = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(got.text)
+                for s in family.samples
+            }
+            if step_rounds(samples) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert step_rounds(samples) >= 2
+    assert samples[("ptc_slurm_client_round_seconds_count", (("loop", "sync"),))] == 1
+    # as the sync read them, before it drained node-1 for ref
+    assert samples[("ptc_slurm_pool_nodes", (("partition", "slurm"), ("state", "idle~")))] == 3
+    assert samples[("ptc_slurm_pool_nodes", (("partition", "slurm"), ("state", "allocated")))] == 1
+    assert world.slurm.reasons["node-1"] == "ptc: held by partition ref"
+    assert samples[("ptc_slurm_nodes_under_repair", ())] == 0
