@@ -164,7 +164,10 @@ def build_repair(settings: SlurmClientSettings, client: SlurmElasticClient) -> R
     lender = None
     if settings.lender is not None:
         partition, token_file = settings.lender
-        lender = Lender(partition, client.manager.with_token(read_token(token_file)))
+        try:
+            lender = Lender(partition, client.manager.with_token(read_token(token_file)))
+        except InputError as err:  # the loop still mends nodes; only lent machines wait
+            log.warning("lender: %s: lent machines' nodes are left to ptc elastic reconcile", err)
     return RepairLoop(
         client,
         RepairConfig(interval=settings.repair_interval, after=settings.repair_after),

@@ -18,7 +18,7 @@ from elastic.events import Event, Kind, Reporter, collect
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
 from elastic.slurm.commands import REQUEUE_DELAY_S, RESIZED_REQUEUE_DELAY_S, Slurm
 from elastic.slurm.queue import parse_squeue
-from elastic.slurm.service import SlurmClientSettings, create_app
+from elastic.slurm.service import SlurmClientSettings, build_repair, create_app
 from elastic.slurm_time import parse_duration
 
 
@@ -560,3 +560,18 @@ def test_the_client_s_metrics_need_its_token_and_show_the_pool_and_its_loops(
     assert samples[("ptc_slurm_pool_nodes", (("partition", "slurm"), ("state", "allocated")))] == 1
     assert world.slurm.reasons["node-1"] == "ptc: held by partition ref"
     assert samples[("ptc_slurm_nodes_under_repair", ())] == 0
+
+
+def test_the_repair_loop_gets_the_lender_s_token_or_goes_on_without_it(
+    world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = tmp_path / "partition-ref.token"
+    settings = SlurmClientSettings(
+        manager_url="http://testserver", token_file=tmp_path / "t", lender=("ref", token)
+    )
+    with caplog.at_level("WARNING"):
+        assert build_repair(settings, world.client).lender is None  # no token file yet
+    assert f"--token-file {token}" in caplog.text
+    token.write_text("s3cret\n")
+    lender = build_repair(settings, world.client).lender
+    assert lender is not None and lender.partition == "ref"
