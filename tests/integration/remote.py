@@ -34,16 +34,17 @@ def _shared_connections() -> dict[str, str | int]:
 
 
 def ssh(
-    expdir: Path, node: str, command: str, check: bool = True
+    expdir: Path, node: str, command: str, check: bool = True, *, fresh: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """``command`` on ``node`` through the library's SSH seam, with no stdin (a non-blocking
-    stdin, CI's, must not reach the node's tools), over a shared connection per node."""
+    stdin, CI's, must not reach the node's tools), over a shared connection per node; with
+    ``fresh``, over a connection of its own (one that checks the node's host key now)."""
     done = seam.execute(
         expdir / "inventory" / "ssh_config",
         node,
         command,
         timeout=300,
-        options=_shared_connections(),
+        options=None if fresh else _shared_connections(),
     )
     proc = subprocess.CompletedProcess(
         [node, command], done.returncode, stdout=done.text, stderr=done.error_text
