@@ -22,6 +22,7 @@ The API's own latency (per route template) is measured by the app's middleware
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -38,6 +39,7 @@ from prometheus_client.registry import Collector
 from elastic.manager.core import Manager
 from elastic.manager.store import Store
 
+log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Resume and repair durations, seconds: a power on and playbook take seconds, a fresh disk and a
 # slow boot minutes.
@@ -215,7 +217,12 @@ class Metrics(Collector):
             if len(state.events) < folded.seq:  # a store started again from nothing
                 folded = self._folded = _Folded()
             for event in state.events[folded.seq :]:
-                folded.fold(event.kind, event.data)
+                try:
+                    folded.fold(event.kind, event.data)
+                except (TypeError, ValueError, AttributeError) as err:  # one odd event: skip it
+                    log.warning(
+                        "metrics: event %d (%s) not counted: %s", event.seq, event.kind, err
+                    )
             folded.seq = len(state.events)
             yield from self._counters(folded)
             yield folded.resume_seconds.family(

@@ -121,3 +121,16 @@ def test_repairs_protection_and_the_api_s_own_latency_are_there(env: Env) -> Non
 )
 def test_a_failure_s_label_has_few_values(why: str, label: str) -> None:
     assert failure_reason(why) == label
+
+
+def test_an_event_that_cannot_be_counted_is_skipped_not_a_failed_scrape(env: Env) -> None:
+    """Events written by an older manager could lack a field or hold another type: the scrape
+    goes on without them."""
+
+    def odd(state: Any) -> None:
+        state.append(env.clock(), "resume-reported", partition="slurm", timings={"total": "n/a"})
+
+    env.manager._update(odd)
+    resume(env, {"nodes": ["node-0"], "ready": ["node-0"], "failed": {}, "timings": {"total": 3}})
+    found = scrape(env)
+    assert value(found, "ptc_resume_seconds_count", partition="slurm") == 1
