@@ -579,7 +579,7 @@ class SlurmElasticClient:
                 freed.append(node)  # Slurm shows DOWN over DRAIN: a DOWN one is returned
             elif owner is None and _powered_up(state):
                 adopted.append(node)  # up in Slurm (e.g. an administrator resumed it)
-        undrained = [n for n in freed if n not in self._lent(freed)]
+        undrained = [n for n in freed if n not in self.lent_machines(freed)]
         down = [n for n in undrained if reasons[n][0].startswith("down")]
         if down:
             self.slurm.update_nodes(down, "RESUME")
@@ -598,16 +598,17 @@ class SlurmElasticClient:
             )
         return {"drained": drained, "undrained": undrained, "adopted": adopted}
 
-    def _lent(self, nodes: list[str]) -> set[str]:
-        """Those of ``nodes`` whose machines the testbed lent elsewhere: freed in the pool by
-        mistake, they stay drained (Slurm would resume a machine that is not there) until the
-        repair loop hands them to the partition holding lent machines."""
+    def lent_machines(self, nodes: list[str]) -> set[str]:
+        """Those of ``nodes`` whose machines the testbed lent elsewhere (none when it cannot
+        say, with a warning). Freed in the pool by mistake, they stay drained (Slurm would
+        resume a machine that is not there) until the repair loop hands them to the partition
+        holding lent machines."""
         if not nodes:
             return set()
         try:
             return set(self.provisioner.lent(nodes))
         except PtcError as err:
-            self.report.warning(f"pool: which machines are lent: {err}")
+            self.report.warning(f"drift: which machines are lent: {err}")
             return set()
 
     def _resting(self, nodes: list[str]) -> list[str]:

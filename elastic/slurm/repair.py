@@ -215,14 +215,10 @@ class RepairLoop:
     def _lent(self, reasons: dict[str, tuple[str, str]]) -> set[str]:
         """Nodes Slurm holds powered down whose machines the testbed lent elsewhere (one Slurm
         counts up is powered down first: its machine is not running)."""
+        if self.lender is None:
+            return set()
         down = [n for n, (state, _) in reasons.items() if "~" in state and "#" not in state]
-        if self.lender is None or not down:
-            return set()
-        try:
-            return set(self.client.provisioner.lent(down))
-        except PtcError as err:
-            self.report.warning(f"drift: the machines' loans: {err}")
-            return set()
+        return self.client.lent_machines(down)
 
     def _hand_over(self, node: str, cause: Cause, owner: str | None) -> None:
         """A lent machine's node, free in the pool or still ours: the lender holds it (as a
