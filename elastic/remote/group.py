@@ -280,12 +280,34 @@ def run(
     line = as_root(command) if sudo else command
 
     def step(conn: Any) -> tuple[int | None, str, str]:
+        began = time.monotonic()
         result = conn.run(
             line, hide=True, warn=True, pty=False, in_stream=False, timeout=options.timeout
         )
-        return int(result.exited), str(result.stdout), str(result.stderr)
+        return ended(result, time.monotonic() - began, options.timeout)
 
     return each(hosts, options, step, f"`{command}`", on_event)
+
+
+NO_EXIT_STATUS = -1  # what paramiko gives for a channel that closed without an exit status
+
+
+def ended(result: Any, elapsed: float, timeout: float) -> tuple[int, str, str]:
+    """(exit status, out, err) of a finished ``conn.run``, or the error it should have raised.
+
+    invoke decides "timed out" by whether its timer thread is still alive, so a timer that has
+    just closed the channel can lose that race and the run comes back as an ordinary exit with
+    no status. A channel that closed without an exit status never ran to an end: at the
+    deadline that is a timeout, before it a broken connection."""
+    import paramiko
+    from invoke.exceptions import CommandTimedOut
+
+    status = int(result.exited)
+    if status == NO_EXIT_STATUS:
+        if elapsed >= timeout:
+            raise CommandTimedOut(result, timeout=timeout)
+        raise paramiko.SSHException("the connection closed before the command's exit status")
+    return status, str(result.stdout), str(result.stderr)
 
 
 def put(

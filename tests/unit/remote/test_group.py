@@ -201,3 +201,17 @@ def test_the_watchdog_ends_a_host_that_blocks_past_every_timeout(
     [result] = group.run(["box"], "true", options)
     assert result.failure == group.TIMEOUT
     assert result.message == "`true` did not end in 0.1 s"
+
+
+def test_a_run_without_an_exit_status_is_a_timeout_at_the_deadline_and_broken_before() -> None:
+    """invoke can miss its own timeout (its timer closes the channel, then is still alive when
+    the run looks at it): the run comes back with no exit status, which is not an exit."""
+    no_status = Result(command="sleep 9", stdout="part", exited=group.NO_EXIT_STATUS)
+    with pytest.raises(CommandTimedOut) as timed_out:
+        group.ended(no_status, elapsed=12.3, timeout=12)
+    assert group.classify(timed_out.value, 12, 5)[0] == group.TIMEOUT
+    with pytest.raises(paramiko.SSHException) as broken:
+        group.ended(no_status, elapsed=3.0, timeout=12)
+    assert group.classify(broken.value, 12, 5)[0] == group.SSH
+    assert group.ended(Result(stdout="x", exited=3), 1.0, 12) == (3, "x", "")
+    assert group.ended(Result(stdout="ok", exited=0), 20.0, 12) == (0, "ok", "")
