@@ -1,4 +1,5 @@
-"""``ptc control``: the host's control service of an experiment (status, start, stop)."""
+"""``ptc control``: the host's control service of an experiment (status, start, stop,
+metrics)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from elastic.errors import InputError
 from elastic.testbed import experiment as experiments
 from elastic.testbed import lifecycle
 from elastic.testbed.backends.local.control import service
+from elastic.testbed.backends.local.control.client import ControlClient
 from elastic.testbed.experiment import Experiment
 
 app = typer.Typer(no_args_is_help=True)
@@ -48,6 +50,14 @@ def status(name: Name) -> None:
     console.print(f"  socket {st.socket}  log {st.log}", highlight=False)
     if not st.running:
         raise typer.Exit(1)
+
+
+@app.command()
+def metrics(name: Name) -> None:
+    """The service's metrics in Prometheus's text format (operations, refusals, node states)."""
+    places = service.Places.of(_served(name))
+    text = ControlClient(places.socket, places.credential, 10.0).metrics()
+    console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

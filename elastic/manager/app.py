@@ -1,6 +1,7 @@
 """The manager's HTTP API (FastAPI; the schema is at ``/openapi.json``).
 
-Every route but ``/v1/health`` needs ``Authorization: Bearer <token>``. Errors are JSON
+Every route but ``/v1/health`` needs ``Authorization: Bearer <token>``: the admin's, a
+partition's, or the observer's, which only reads (``OBSERVER_READS``; 403 elsewhere). Errors are JSON
 ``{"error": kind, "field": name, "message": text}`` with 401 (no or unknown token), 403 (not
 yours), 404 (unknown node, partition or reclamation), 409 (held elsewhere, stale or missing
 PV), 422 (an invalid field; ``field`` names it) or 503 (this manager is not the active one, or
@@ -55,8 +56,22 @@ OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-re
 # Served by standbys too (with a token): each manager reads the same replicated state, and
 # Prometheus scrapes every one of them.
 METRICS_PATH = "/metrics"
+# What the observer token may call: the pool's state and history, never a token or a change.
+OBSERVER_READS = frozenset(
+    {
+        METRICS_PATH,
+        "/v1/status",
+        "/v1/nodes",
+        "/v1/partitions",
+        "/v1/reclamations",
+        "/v1/reclamations/{reclamation}",
+        "/v1/events",
+    }
+)
 Name = Annotated[str, Path(pattern=NAME_PATTERN, max_length=63)]
-_bearer = HTTPBearer(auto_error=False, description="the admin token or a partition's token")
+_bearer = HTTPBearer(
+    auto_error=False, description="the admin token, a partition's token or the observer's"
+)
 
 NodeName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
 Feature = Annotated[str, Field(min_length=1, max_length=64)]
@@ -196,7 +211,12 @@ def _caller(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     manager: Manager = request.app.state.manager
-    return manager.authenticate(credentials.credentials if credentials else None)
+    who = manager.authenticate(credentials.credentials if credentials else None)
+    route = getattr(request.scope.get("route"), "path", "")
+    who.require_reader(
+        f"{request.method} {route}", request.method == "GET" and route in OBSERVER_READS
+    )
+    return who
 
 
 Caller = Annotated[Principal, Depends(_caller)]

@@ -25,7 +25,7 @@ from elastic import wire
 from elastic.events import OnEvent, Reporter
 from elastic.manager import protection, repairs
 from elastic.manager import reclamation as reclaiming
-from elastic.manager.auth import Principal, Tokens
+from elastic.manager.auth import ADMIN, OBSERVER, RESERVED, Principal, Tokens
 from elastic.manager.errors import (
     Conflict,
     FieldError,
@@ -153,6 +153,11 @@ def _check_name(value: str, field_name: str) -> None:
         raise FieldError(field_name, f"{value!r} is not a valid name ({NAME_PATTERN})")
 
 
+def _check_unreserved(value: str, field_name: str) -> None:
+    if value in RESERVED:
+        raise FieldError(field_name, f"{value!r} is reserved (the {value} token's name)")
+
+
 class Manager:
     def __init__(
         self,
@@ -173,7 +178,8 @@ class Manager:
         self.config = config or ManagerConfig()
         self.report = Reporter("elastic-manager", on_event)
         self._lock = threading.RLock()
-        self.tokens.ensure("admin")
+        self.tokens.ensure(ADMIN)
+        self.tokens.ensure(OBSERVER)
 
     # -- state plumbing -------------------------------------------------------------------
     def read(self) -> State:
@@ -265,8 +271,7 @@ class Manager:
         """CreatePartition; returns the partition and its token (shown this once)."""
         caller.require_admin("create partitions")
         _check_name(name, "name")
-        if name == "admin":
-            raise FieldError("name", "'admin' is reserved")
+        _check_unreserved(name, "name")
         now = self.clock()
 
         def change(state: State) -> Partition:
@@ -287,6 +292,7 @@ class Manager:
         """For the service's configuration: create the partition if missing, update its
         endpoint if given, and make sure its token file exists. ``minimum`` (when given) is the
         set of nodes the partition always holds: free ones are added to it now."""
+        _check_unreserved(name, "partitions")
         now = self.clock()
 
         def change(state: State) -> Partition:

@@ -51,7 +51,7 @@ import yaml
 from elastic import node_paths, wire
 from elastic.errors import InputError
 from elastic.events import to_logger
-from elastic.manager.auth import Principal, Tokens
+from elastic.manager.auth import RESERVED, Principal, Tokens
 from elastic.manager.client import tls_context
 from elastic.manager.core import Manager, ManagerConfig, http_notifier
 from elastic.manager.ha import ElectedLeadership, identity
@@ -104,6 +104,12 @@ class ServiceConfig:
             ):
                 raise InputError(f"{path}: {key}: expected a list of mappings with a name")
             raw[key] = tuple(items)
+        for part in raw["partitions"]:
+            if part["name"] in RESERVED:
+                raise InputError(
+                    f"{path}: partitions: {part['name']!r} is reserved (the {part['name']} "
+                    "token's name)"
+                )
         for key in ("store", "election"):
             if not isinstance(raw.get(key) or {}, dict):
                 raise InputError(f"{path}: {key}: expected a mapping")

@@ -31,7 +31,7 @@ from elastic.configserver.client import (
 )
 from elastic.configserver.node import NODE_CLIENT_DIR, open_node
 from elastic.errors import PtcError
-from elastic.manager.auth import ADMIN, Tokens
+from elastic.manager.auth import Tokens
 
 DEFAULT_PREFIX = "/ptc/secrets/elastic/"
 
@@ -40,7 +40,7 @@ def sync(client: EtcdClient, tokens: Tokens, names: list[str], prefix: str) -> l
     """Make the token files match the configuration server's; the names whose file changed."""
     changed = []
     for name in names:
-        path = tokens.admin_path() if name == ADMIN else tokens.partition_path(name)
+        path = tokens.path(name)
         key = prefix + path.name
         try:
             local = path.read_text().strip()
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m elastic.manager.tokens", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("names", nargs="+", help="admin, or a partition's name")
+    parser.add_argument("names", nargs="+", help="admin, observer, or a partition's name")
     parser.add_argument("--dir", type=Path, required=True, help="the tokens directory")
     parser.add_argument("--prefix", default=DEFAULT_PREFIX)
     parser.add_argument("--user", default="root", help="the etcd user (the secrets are root's)")

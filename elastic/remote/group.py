@@ -305,7 +305,7 @@ def ended(result: Any, elapsed: float, timeout: float) -> tuple[int, str, str]:
     status = int(result.exited)
     if status == NO_EXIT_STATUS:
         if elapsed >= timeout:
-            raise CommandTimedOut(result, timeout=timeout)
+            raise CommandTimedOut(result, timeout=round(timeout))
         raise paramiko.SSHException("the connection closed before the command's exit status")
     return status, str(result.stdout), str(result.stderr)
 

@@ -23,6 +23,7 @@ elastic role writes it, and the files it names, at the paths of ``elastic.node_p
     lender:                       # the reference partition that holds lent machines (omit:
       partition: ref              #   the repair loop leaves lent machines' nodes alone)
       token_file: partition-ref.token   # root-only
+    observer_token_file: observer.token  # root-only; it may read /metrics (omit: only token_file)
     register_timeout: 0           # resume: wait for slurmd (0: until Slurm's ResumeTimeout)
     requeue_lead: 2
     log_file: slurm-hooks.log     # the hooks' log (slurmctld drops output)
@@ -117,6 +118,7 @@ class SlurmClientSettings:
     tls: dict[str, Path] | None = None  # cert, key: the endpoint serves HTTPS only
     protected_file: Path | None = Path(node_paths.PROTECTED_PARTITIONS)
     lender: tuple[str, Path] | None = None  # (partition, token file)
+    observer_token_file: Path | None = None  # the manager's read-only token: may read /metrics
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -139,7 +141,13 @@ class SlurmClientSettings:
         raw["token_file"] = Path(raw["token_file"])
         if raw.get("lender") is not None:
             raw["lender"] = _lender(raw["lender"], f"{path}: lender")
-        for key in ("log_file", "timings_file", "manager_ca", "protected_file"):
+        for key in (
+            "log_file",
+            "timings_file",
+            "manager_ca",
+            "protected_file",
+            "observer_token_file",
+        ):
             if raw.get(key):
                 raw[key] = Path(raw[key])
         raw["priority_rules"] = tuple(raw.get("priority_rules") or ())
@@ -235,9 +243,10 @@ def create_app(
     power_interval: float = 15.0,
     repair: RepairLoop | None = None,
     run_loop: bool = True,
+    observer_token: str | None = None,
 ) -> FastAPI:
-    """The client's endpoint (NotifyDeletePending, authenticated with the partition's token)
-    and, while it runs, the PV loop, the reclamation steps, the pool's drains, protected mode,
+    """The client's endpoint (NotifyDeletePending, authenticated with the partition's token;
+    its metrics, with that token or the manager's read-only observer token) and, while it runs, the PV loop, the reclamation steps, the pool's drains, protected mode,
     the pool's power and the repair loop. Each runs on its own: one failing (Slurm or the
     manager away) does not stop the others."""
 
@@ -284,6 +293,15 @@ def create_app(
         if not hmac.compare_digest(given, token.encode()):
             raise _Unauthorized()
 
+    def check_reader(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        given = (credentials.credentials if credentials else "").encode()
+        # both compared, whichever matches: the time taken says nothing of which
+        ok = [hmac.compare_digest(given, t.encode()) for t in (token, observer_token) if t]
+        if not any(ok):
+            raise _Unauthorized()
+
     @app.exception_handler(PtcError)
     async def ptc_error(_: Any, err: PtcError) -> JSONResponse:
         status = 401 if isinstance(err, _Unauthorized) else 500
@@ -298,12 +316,25 @@ def create_app(
         client.notified(payload.model_dump())
         return {"ok": True}
 
-    @app.get("/metrics", dependencies=[Depends(check)], include_in_schema=False)
+    @app.get("/metrics", dependencies=[Depends(check_reader)], include_in_schema=False)
     def metrics_text() -> Response:
-        """The client's metrics in Prometheus's text format (the partition's token)."""
+        """The client's metrics in Prometheus's text format (the partition's token or the
+        observer's)."""
         return Response(metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     return app
+
+
+def _observer_token(settings: SlurmClientSettings) -> str | None:
+    """The manager's read-only token, if the settings name one and it can be read: without
+    it only the partition's token reads the metrics, and the client serves all the same."""
+    if settings.observer_token_file is None:
+        return None
+    try:
+        return read_token(settings.observer_token_file)
+    except InputError as err:
+        log.warning("observer: %s: only the partition's token reads /metrics", err)
+        return None
 
 
 class _Unauthorized(PtcError):
@@ -426,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             app = create_app(
                 client,
                 token,
+                observer_token=_observer_token(settings),
                 pv_interval=settings.pv_interval,
                 step_interval=settings.step_interval,
                 sync_interval=settings.sync_interval,

@@ -32,6 +32,7 @@ import os
 import shlex
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,8 @@ EXTRAVARS = [
     f"elastic_repair_interval={REPAIR_INTERVAL}",
     "elastic_repair_backoff=30",
     f"slurm_health_check_free_mb={json.dumps(HEALTH_FREE_MB)}",
+    # Prometheus on the head, scraping the node exporters, the managers and the Slurm client.
+    "ptc_monitoring=true",
 ]
 MARKS = "/home/ptc/elastic-marks"
 # The second group (see the module's docstring).
@@ -310,6 +313,46 @@ def test_a_job_resumes_nodes_through_the_hooks_and_they_return_after_suspend_tim
         assert active != "active", f"{node}: slurmd still runs after the suspend"
     deleted = events(expdir, "nodes-deleted")
     assert {n for e in deleted for n in e["data"]["nodes"]} >= set(used)
+
+
+def prometheus(expdir: Path, query: str) -> list[dict[str, Any]]:
+    """The instant vector of ``query``, asked of Prometheus on the head (it listens on loopback)."""
+    url = "http://127.0.0.1:9090/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    answer = json.loads(ssh(expdir, "head", f"curl -sS --fail {shlex.quote(url)}").stdout)
+    assert answer["status"] == "success", answer
+    found: list[dict[str, Any]] = answer["data"]["result"]
+    return found
+
+
+def test_prometheus_scrapes_the_pool_s_series_after_a_resume(leaves_pool_idle: Path) -> None:
+    """The monitoring role's Prometheus scrapes the manager and the Slurm client (with the
+    observer token) and the node exporters: after a job resumed a node, the resume is counted,
+    the node's own exporter was read while it was up, and the client shows the pool by state.
+    The metrics refuse a caller with no token or a wrong one."""
+    expdir = leaves_pool_idle
+    job_id = sbatch(expdir, "-N1", "sleep 1")
+    [node] = expand(expdir, completed(expdir, job_id, 300)["nodes"])
+    resumes = 'sum(ptc_resume_seconds_count{job="ptc_manager",partition="slurm"})'
+
+    def scraped() -> bool:
+        counted = prometheus(expdir, resumes)
+        seen = prometheus(expdir, f'node_uname_info{{job="node",node="{node}"}}')
+        pool = prometheus(expdir, 'ptc_slurm_pool_nodes{job="ptc_slurm_client"}')
+        return bool(counted and float(counted[0]["value"][1]) >= 1 and seen and pool)
+
+    # a scrape every 15 s; the node stays up SuspendTime after its job
+    wait_for(f"Prometheus to hold the resume of {node} and its exporter's series", scraped, 120, 5)
+    up = {r["metric"]["job"]: r["value"][1] for r in prometheus(expdir, "up{node='head'}")}
+    assert up.get("ptc_manager") == "1" and up.get("ptc_slurm_client") == "1", up
+    address = ssh(expdir, "head", "ip -4 -o addr show eth1").stdout.split()[3].split("/")[0]
+    ca = "/etc/ptc-elastic/tls/ca.crt"
+    for header in ("", "-H 'Authorization: Bearer wrong'"):
+        for port in (8700, 8701):
+            got = ssh(
+                expdir, "head",
+                f"curl -sS --cacert {ca} {header} -w '%{{http_code}}' https://{address}:{port}/metrics",
+            ).stdout  # fmt: skip
+            assert got.endswith("401") and "ptc_" not in got, (port, header, got)
 
 
 def test_a_job_the_whole_pool_could_never_hold_is_refused_at_submit_with_the_reason(

@@ -84,6 +84,36 @@ def test_tokens_wrong_missing_and_forbidden(env: Env) -> None:
     assert r.status_code == 403
 
 
+def test_the_observer_token_reads_the_pool_and_changes_nothing(env: Env) -> None:
+    """What a monitoring system holds: the metrics, the status, the nodes, the reclamations and
+    the events; never a token, a node or a reclamation."""
+    slurm_holds_all(env)
+    observer = (env.tmp / "tokens" / "observer.token").read_text().strip()
+    seen = env.auth(observer)
+    for path in ("/metrics", "/v1/status", "/v1/nodes", "/v1/partitions", "/v1/reclamations",
+                 "/v1/events"):  # fmt: skip
+        assert env.http.get(path, headers=seen).status_code == 200, path
+    refused = [
+        env.http.get("/v1/partitions/slurm/token", headers=seen),
+        env.http.get("/v1/values", headers=seen),
+        env.http.post("/v1/partitions/ref/nodes", json={"count": 1}, headers=seen),
+        env.http.post(
+            "/v1/partitions/slurm/nodes/release", json={"nodes": NODES[:1]}, headers=seen
+        ),
+        env.http.post(
+            "/v1/reclamations", json={"partition": "slurm", "count": 1, "grace": 1}, headers=seen
+        ),
+        env.http.post("/v1/partitions", json={"name": "mine"}, headers=seen),
+    ]
+    for r in refused:
+        assert r.status_code == 403, (r.request.url, r.text)
+        assert "only reads" in r.json()["message"]
+    assert set(owners(env).values()) == {"slurm"}  # nothing moved
+    # no partition may take the observer's name (its token's file is the observer's)
+    r = env.http.post("/v1/partitions", json={"name": "observer"}, headers=env.auth(env.admin))
+    assert r.status_code == 422 and r.json()["field"] == "name", r.text
+
+
 def test_create_partition_and_discover(env: Env) -> None:
     r = env.http.post(
         "/v1/partitions", json={"name": "cloud", "endpoint": None}, headers=env.auth(env.admin)

@@ -16,6 +16,7 @@ from elastic import wire
 from elastic.errors import InputError, PtcError
 from elastic.events import Event, Kind, Reporter, collect
 from elastic.policies import JobInfo, LifoPolicy, Snapshot, select_nodes
+from elastic.slurm import service
 from elastic.slurm.commands import REQUEUE_DELAY_S, RESIZED_REQUEUE_DELAY_S, Slurm
 from elastic.slurm.queue import parse_squeue
 from elastic.slurm.service import SlurmClientSettings, build_repair, create_app
@@ -534,13 +535,21 @@ def test_the_client_s_metrics_need_its_token_and_show_the_pool_and_its_loops(
     still, so only the reclamation steps come round again)."""
     world.manager.add_nodes(world.admin, "ref", nodes=["node-1"])
     world.slurm.states.update({"node-0": "allocated", "node-2": "idle~", "node-3": "idle~"})
-    app = create_app(world.client, "s3cret", step_interval=0.01, sync_interval=5.0)
+    app = create_app(
+        world.client, "s3cret", step_interval=0.01, sync_interval=5.0, observer_token="look"
+    )
 
     def step_rounds(samples: dict[tuple[str, Any], float]) -> float:
         return samples.get(("ptc_slurm_client_round_seconds_count", (("loop", "step"),)), 0.0)
 
     with TestClient(app) as http:  # runs the service's loops
         assert http.get("/metrics").status_code == 401
+        wrong = http.get("/metrics", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and "ptc_" not in wrong.text
+        # the manager's read-only token reads the metrics, and only them
+        assert http.get("/metrics", headers={"Authorization": "Bearer look"}).status_code == 200
+        notify = http.post(wire.NOTIFY_PATH, json={}, headers={"Authorization": "Bearer look"})
+        assert notify.status_code == 401
         deadline = time.monotonic() + 60
         while True:  # until the steps came round twice (a busy machine takes longer)
             got = http.get("/metrics", headers={"Authorization": "Bearer s3cret"})
@@ -575,3 +584,19 @@ def test_the_repair_loop_gets_the_lender_s_token_or_goes_on_without_it(
     token.write_text("s3cret\n")
     lender = build_repair(settings, world.client).lender
     assert lender is not None and lender.partition == "ref"
+
+
+def test_the_client_serves_without_the_observer_s_token_when_it_cannot_read_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    observer = tmp_path / "observer.token"
+    settings = SlurmClientSettings(
+        manager_url="http://testserver", token_file=tmp_path / "t", observer_token_file=observer
+    )
+    with caplog.at_level("WARNING"):
+        assert service._observer_token(settings) is None
+    assert f"--token-file {observer}" in caplog.text
+    observer.write_text("look\n")
+    assert service._observer_token(settings) == "look"
+    unnamed = SlurmClientSettings(manager_url="http://testserver", token_file=tmp_path / "t")
+    assert service._observer_token(unnamed) is None

@@ -366,3 +366,36 @@ def test_hosts_gives_each_node_s_pinned_keys_to_its_experiment_only(
     hosts = c.get("/v1/hosts", headers=auth(alpha)).json()["hosts"]
     assert hosts["node-0"] == {"addresses": ["10.10.1.2"], "keys": ["ssh-ed25519 NEWnode-0"]}
     assert set(hosts) == {"head", "node-0", "node-1"}
+
+
+def test_metrics_count_operations_refusals_and_node_states_behind_the_credential(
+    alpha: Experiment, ops: FakeNodeOps
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    api = client(alpha, ops)
+    assert api.get("/metrics").status_code == 401
+    wrong = api.get("/metrics", headers={"Authorization": "Bearer wrong"})
+    assert wrong.status_code == 401 and "ptc_" not in wrong.text
+    api.post("/v1/operations", json=operate("power_off", ["node-0"]), headers=auth(alpha))
+    ops.fail = "node-1"
+    api.post("/v1/operations", json=operate("power_on", ["node-1"], "r2"), headers=auth(alpha))
+    # a replay is not a second operation
+    api.post("/v1/operations", json=operate("power_on", ["node-1"], "r2"), headers=auth(alpha))
+    api.post("/v1/operations", json=operate("power_on", ["node-9"], "r3"), headers=auth(alpha))
+    got = api.get("/metrics", headers=auth(alpha))
+    assert got.status_code == 200
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(got.text)
+        for s in family.samples
+    }
+    count = "ptc_control_operation_seconds_count"
+    assert samples[(count, (("action", "power_off"), ("outcome", "ok")))] == 1
+    assert samples[(count, (("action", "power_on"), ("outcome", "failed")))] == 1
+    assert samples[("ptc_control_refusals_total", (("status", "404"),))] == 1
+    assert samples[("ptc_control_refusals_total", (("status", "401"),))] == 2
+    states = {
+        labels[0][1]: v for (name, labels), v in samples.items() if name == "ptc_control_nodes"
+    }
+    assert states == {"running": 2, "exited": 1}, states  # the fake's states, as podman's

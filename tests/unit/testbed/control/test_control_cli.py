@@ -1,5 +1,5 @@
-"""`ptc control status|start|stop` on a local experiment (a real daemon, only its health is
-asked), and the refusal for an experiment whose nodes cannot reach a service on this host."""
+"""`ptc control status|start|stop|metrics` on a local experiment (a real daemon: its health and
+its metrics are asked), and the refusal for an experiment whose nodes cannot reach a service on this host."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ def test_status_start_stop(alpha: Experiment) -> None:
     assert service.status(alpha).running
     running = runner.invoke(app, ["control", "status", "alpha"])
     assert running.exit_code == 0 and "alpha: running" in running.output
+    # its metrics, through the socket with the credential (no machine of alpha exists)
+    metrics = runner.invoke(app, ["control", "metrics", "alpha"])
+    assert metrics.exit_code == 0, metrics.output
+    assert "# TYPE ptc_control_operation_seconds histogram" in metrics.output
     stop = runner.invoke(app, ["control", "stop", "alpha"])
     assert stop.exit_code == 0 and "alpha: stopped" in stop.output
     assert not service.status(alpha).running

@@ -3,6 +3,7 @@
 ``GET /v1/health``        the experiment served; the only call without the credential
 ``GET /v1/nodes``         this experiment's nodes and their states
 ``GET /v1/hosts``         their LAN addresses and the host keys the testbed pinned for them
+``GET /metrics``          operations, refusals and node states in Prometheus's text format
 ``POST /v1/operations``   {"id", "action": power_on | power_off | reload | release | allocate,
                           "nodes": [...]}
 ``GET /v1/operations/ID`` the journal's record of one operation
@@ -34,7 +35,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from elastic.errors import InputError, PtcError
@@ -44,6 +45,7 @@ from elastic.testbed import experiment as experiments
 from elastic.testbed import known_hosts
 from elastic.testbed.backends.local.control import credential
 from elastic.testbed.backends.local.control.journal import FINISHED, REQUEST_ID, Journal, Record
+from elastic.testbed.backends.local.control.metrics import CONTENT_TYPE, ControlMetrics
 from elastic.testbed.backends.local.control.names import (
     ForeignNode,
     NotParked,
@@ -132,12 +134,18 @@ def create_app(settings: Settings) -> FastAPI:
             record.action,
             ", ".join(record.nodes),
         )
+
+    def node_states() -> dict[str, str]:
+        return settings.ops.states(settings.load(settings.experiment))
+
+    metrics = ControlMetrics(node_states)
     busy: dict[str, str] = {}  # node -> the request id operating on it
     in_flight: dict[str, _InFlight] = {}
     lock = threading.Lock()
 
     @app.exception_handler(Refused)
     async def refused(_: Request, err: Refused) -> JSONResponse:
+        metrics.observe_refusal(err.status)
         headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
         body = {"detail": err.detail, "node": err.node, "step": err.step}
         return JSONResponse(body, status_code=err.status, headers=headers)
@@ -180,6 +188,14 @@ def create_app(settings: Settings) -> FastAPI:
         except PtcError as err:
             raise Refused(502, str(err), getattr(err, "node", None), "states") from err
         return {"experiment": exp.name, "nodes": states}
+
+    @app.get("/metrics", dependencies=[Auth], include_in_schema=False)
+    def metrics_text() -> Response:
+        """The service's metrics in Prometheus's text format."""
+        try:
+            return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+        except PtcError as err:
+            raise Refused(502, str(err), getattr(err, "node", None), "states") from err
 
     @app.get("/v1/hosts", dependencies=[Auth])
     def hosts() -> dict[str, Any]:
@@ -249,6 +265,7 @@ def create_app(settings: Settings) -> FastAPI:
 
         try:
             done = _run(settings, exp, record)
+            metrics.observe_operation(done.action, done.seconds or 0.0, done.error is not None)
             hosts = None
             if done.error is None and fresh_disk(done.action):
                 hosts = _hosts(settings.load(settings.experiment), list(done.nodes))

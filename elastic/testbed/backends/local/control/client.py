@@ -73,6 +73,13 @@ class ControlClient:
         """The journal's record of one request."""
         return self._request("GET", f"/v1/operations/{request_id}")
 
+    def metrics(self) -> str:
+        """The service's metrics, in Prometheus's text format."""
+        response = self._fetch("GET", "/metrics", None, True, True)
+        if not response.is_success:
+            _answer(response)  # raises, naming the status
+        return response.text
+
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/v1/health", authenticate=False, retry=False)
 
@@ -98,6 +105,16 @@ class ControlClient:
         authenticate: bool = True,
         retry: bool = True,
     ) -> dict[str, Any]:
+        return _answer(self._fetch(method, path, json, authenticate, retry))
+
+    def _fetch(
+        self,
+        method: str,
+        path: str,
+        json: dict[str, Any] | None,
+        authenticate: bool,
+        retry: bool,
+    ) -> httpx.Response:
         headers = self._headers() if authenticate else {}
         deadline = time.monotonic() + self.timeout
         failure = "no attempt"
@@ -112,7 +129,7 @@ class ControlClient:
                     break
                 time.sleep(RETRY_PAUSE)
                 continue
-            return _answer(response)
+            return response
         raise ControlError(f"the control service at {self.socket} did not answer ({failure})")
 
     def _send(
