@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from elastic import sacct as sacct_text
 from elastic.errors import RemoteError, RemoteTimeout
 from elastic.remote import ssh
 from elastic.slurm_time import parse_duration
@@ -94,14 +95,9 @@ def submit(remote: Remote, user: str, workdir: str, script: str, *options: str) 
 
 def parse_sacct(text: str, fields: Iterable[str] = SACCT_FIELDS) -> dict[str, dict[str, str]]:
     """``sacct -n -P -o FIELDS`` output as JobID -> {field: value}."""
-    names = list(fields)
     rows: dict[str, dict[str, str]] = {}
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) != len(names):
-            continue
-        row = dict(zip(names, parts, strict=True))
-        row["State"] = row.get("State", "").split()[0] if row.get("State") else ""
+    for row in sacct_text.parse(text, fields, strict=False):
+        row["State"] = sacct_text.state(row.get("State", ""))
         rows[row["JobID"]] = row
     return rows
 
@@ -134,16 +130,14 @@ def sacct_steps(remote: Remote, job_ids: Iterable[str]) -> dict[str, StepUsage]:
     ids = ",".join(job_ids)
     if not ids:
         return {}
-    out = remote.run(f"sacct -n -P -j {ids} -o JobID,State,TotalCPU,MaxRSS")
+    fields = ("JobID", "State", "TotalCPU", "MaxRSS")
+    out = remote.run(f"sacct -n -P -j {ids} -o {','.join(fields)}")
     steps: dict[str, list[tuple[str, str, str, str]]] = {}
-    for line in out.splitlines():
-        parts = line.split("|")
-        if len(parts) != 4:
-            continue
-        job, sep, step = parts[0].partition(".")
+    for row in sacct_text.parse(out, fields, strict=False):
+        job, sep, step = row["JobID"].partition(".")
         if sep:
-            state = parts[1].split()[0] if parts[1] else ""
-            steps.setdefault(job, []).append((step, state, parts[2], parts[3]))
+            state = sacct_text.state(row["State"])
+            steps.setdefault(job, []).append((step, state, row["TotalCPU"], row["MaxRSS"]))
     usage: dict[str, StepUsage] = {}
     for job, items in steps.items():
         settled = any(step == "batch" for step, *_ in items) and all(

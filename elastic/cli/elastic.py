@@ -1,8 +1,9 @@
 """`ptc elastic`: the elastic manager of an experiment from the command line (status, reclaim,
 acquire, release, events), lending pool machines to another experiment (acquire --into,
 release), reconciling the manager's pool with the testbed (reconcile), where resumed jobs'
-waits went (overhead, :mod:`elastic.slurm.overhead`), and a round of multi-site rebalancing
-on the controller (rebalance, :mod:`elastic.slurm.workstation`).
+waits went (overhead, :mod:`elastic.slurm.overhead`), a round of multi-site rebalancing
+on the controller (rebalance, :mod:`elastic.slurm.workstation`), and who used, lost and lent
+what (ledger, :mod:`elastic.ledger`).
 
 ``ptc elastic status NAME`` finds the manager in the experiment (the first ``config_server``
 host), reads the token it needs over SSH and talks to the manager through an SSH forward
@@ -312,6 +313,120 @@ def rebalance_cmd(
     console.print(
         f"excess cost {report['excess_cost']:g}, discarded work {report['discarded_s']:.0f} s"
     )
+
+
+@app.command("ledger")
+def ledger_cmd(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="the period's start: epoch seconds, an ISO date or time (UTC unless it says), "
+            "or a time ago (45m, 2h, 3d); default: everything",
+        ),
+    ] = None,
+    by: Annotated[str, typer.Option("--by", help="job, user, site or experiment")] = "job",
+    as_json: Annotated[bool, typer.Option("--json", help="the whole ledger as JSON")] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="write the ledger's datasets (Parquet) and a plot here"),
+    ] = None,
+    sites: Annotated[
+        Path | None,
+        typer.Option("--sites", help="sites file (YAML); default: the head's current one"),
+    ] = None,
+    price: Annotated[
+        float, typer.Option("--price", help="price per node-hour of the local site")
+    ] = 0.0,
+    round_hours: Annotated[
+        bool,
+        typer.Option("--round-hours", help="bill each node's hold by started hours"),
+    ] = False,
+) -> None:
+    """Who used, lost and lent what: node-hours used and lost to reclamations per job and
+    user (from sacct), node-hours lent to other experiments (from the manager's event log),
+    and instance-hours and cost per site."""
+    import time
+
+    from elastic.ledger import fetch, period, records
+    from elastic.testbed.loans import LoanBook
+
+    if by not in records.BY:  # before anything is read
+        raise InputError(f"--by {by!r}: not one of {', '.join(records.BY)}")
+    until = time.time()
+    start = 0.0 if since is None else period.parse_since(since, until)
+    exp = experiments.load(name)
+    lent = {n: loan.other for n, loan in LoanBook(exp.loans_path).all().items()}
+    ledger = fetch.collect(
+        name,
+        fetch.Cluster(exp.inventory_path, exp.ssh_config_path),
+        start,
+        until,
+        sites_file=sites,
+        local_price=price,
+        borrowers=lent,
+        round_hours=round_hours,
+    )
+    written = []
+    if out is not None:
+        from elastic.ledger import frames  # pandas and matplotlib only here
+
+        written = frames.write(ledger, by, out)
+    if as_json:
+        print(json.dumps(ledger.to_json(by), sort_keys=True))
+        return
+    _draw_ledger(ledger, by)
+    if written:
+        console.print("written: " + ", ".join(str(p) for p in written))
+
+
+# column of a summary row -> (heading, format)
+_LEDGER_COLUMNS = {
+    "job_id": ("job", "{}"),
+    "user": ("user", "{}"),
+    "site": ("site", "{}"),
+    "experiment": ("experiment", "{}"),
+    "jobs": ("jobs", "{}"),
+    "runs": ("runs", "{}"),
+    "state": ("last state", "{}"),
+    "price": ("price/node-h", "{:g}"),
+    "instance_h": ("instance-h", "{:.3f}"),
+    "cost": ("cost", "{:.2f}"),
+    "used_node_h": ("used node-h", "{:.3f}"),
+    "lost_node_h": ("lost node-h", "{:.3f}"),
+    "lent_node_h": ("lent node-h", "{:.3f}"),
+    "borrowed_node_h": ("borrowed node-h", "{:.3f}"),
+    "reclamations": ("killed by", "{}"),
+}
+
+
+def _draw_ledger(ledger: Any, by: str) -> None:
+    from elastic.ledger import records
+
+    rows = records.summarise(ledger, by)
+    totals = ledger.totals()
+    table = Table(
+        title=f"{ledger.experiment}: ledger by {by}, {_day(ledger.since)} to "
+        f"{_day(ledger.until)} UTC" + (" (cost per started hour)" if ledger.round_hours else "")
+    )
+    shown = [c for c in _LEDGER_COLUMNS if rows and c in rows[0]]
+    for column in shown:
+        heading, _ = _LEDGER_COLUMNS[column]
+        table.add_column(heading, justify="left" if _LEDGER_COLUMNS[column][1] == "{}" else "right")
+    for row in rows:
+        table.add_row(*(_LEDGER_COLUMNS[c][1].format(row[c]) for c in shown))
+    console.print(table)
+    console.print(
+        f"total: {totals['jobs']} jobs, {totals['runs']} runs; used "
+        f"{totals['used_node_h']:.3f} node-h ({totals['used_node_s']} node-s), lost "
+        f"{totals['lost_node_h']:.3f}, lent {totals['lent_node_h']:.3f}; instances "
+        f"{totals['instance_h']:.3f} h, cost {totals['cost']:.2f}"
+    )
+
+
+def _day(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _on_local_testbed(name: str) -> bool:

@@ -39,8 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from elastic import node_paths
-from elastic.errors import InputError
+from elastic import node_paths, sacct
 from elastic.manager.workstation import controller
 from elastic.remote import ssh
 
@@ -83,21 +82,20 @@ class Resume:
     timings: Mapping[str, float]
 
 
+SACCT_FIELDS = ("JobID", "Submit", "Start", "NodeList", "State")
+
+
 def parse_sacct(text: str, expand: Mapping[str, Sequence[str]] | None = None) -> list[Job]:
     """``sacct -X -n -P -o JobID,Submit,Start,NodeList,State`` with SLURM_TIME_FORMAT=%s:
     the jobs that started. ``expand`` maps a hostlist expression to its nodes."""
     jobs = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.split("|")
-        if len(fields) < 5:
-            raise InputError(f"sacct line {number}: expected 5 fields, got {line!r}")
-        job_id, submit, start, nodelist = fields[:4]
-        if not start.isdigit() or not submit.isdigit() or nodelist in ("", "None assigned"):
+    for row in sacct.parse(text, SACCT_FIELDS):
+        submit, start = sacct.epoch(row["Submit"]), sacct.epoch(row["Start"])
+        nodelist = row["NodeList"]
+        if start is None or submit is None or nodelist in ("", "None assigned"):
             continue  # never started (or pending)
         nodes = tuple((expand or {}).get(nodelist, nodelist.split(",")))
-        jobs.append(Job(job_id, float(submit), float(start), nodes))
+        jobs.append(Job(row["JobID"], submit, start, nodes))
     return jobs
 
 
@@ -215,13 +213,10 @@ def collect(
     head = controller(inventory, "to ask")
     # sacct reads -S in the controller's time zone; the nodes keep UTC, as ptc's images do
     window = datetime.fromtimestamp(max(since, 86400.0), UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    sacct = ssh.run(
-        ssh_config,
-        head,
-        f"SLURM_TIME_FORMAT=%s sacct -a -X -n -P -S {window} -o JobID,Submit,Start,NodeList,State",
-        timeout=120,
+    text = ssh.run(
+        ssh_config, head, sacct.command(SACCT_FIELDS, "-a", "-X", "-S", window), timeout=120
     )
-    nodelists = {line.split("|")[3] for line in sacct.splitlines() if line.count("|") >= 4}
+    nodelists = {row["NodeList"] for row in sacct.parse(text, SACCT_FIELDS)}
     expand = {}
     for nodelist in sorted(n for n in nodelists if n and n != "None assigned"):
         names = ssh.run(
@@ -230,4 +225,4 @@ def collect(
         expand[nodelist] = names.split()
     timings = ssh.execute(ssh_config, head, f"cat {shlex.quote(timings_file)}", timeout=60)
     resumes = parse_resumes(timings.text if timings.returncode == 0 else "")
-    return rows(parse_sacct(sacct, expand), resumes, provisions)
+    return rows(parse_sacct(text, expand), resumes, provisions)

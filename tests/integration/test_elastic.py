@@ -1740,3 +1740,61 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
         5,
     )
     assert slurm_nodes(expdir)["node-1"][1] == f"ptc: per-job, job {job_id} ended"
+
+
+# -- the ledger: node-hours from sacct and the manager's log -----------------------------------
+def test_the_ledger_s_node_hours_per_job_and_in_all_agree_with_sacct(
+    leaves_pool_idle: Path, ptc: Any, tmp_path: Path
+) -> None:
+    """Three short jobs (one on two nodes, an array of two one-node tasks), then `ptc elastic
+    ledger --json --since` the moment before they were submitted: its node-seconds per job and
+    in all are sacct's ElapsedRaw x NNodes on the head, to the second; `--out` writes the
+    datasets and the plot; a wrong --by exits 2 naming it."""
+    from elastic.ledger.period import iso
+
+    expdir = leaves_pool_idle
+    since = math.floor(time.time()) - 1
+    two = sbatch(expdir, "-N2", "sleep 7")
+    array = sbatch(expdir, "-N1 --array=0-1", "sleep 4")
+    one = sbatch(expdir, "-N1", "sleep 3")
+    ours = [two, f"{array}_0", f"{array}_1", one]
+
+    def states() -> dict[str, str]:
+        out = ssh(expdir, "head", f"sacct -X -n -P -j {two},{array},{one} -o JobID,State").stdout
+        return dict(line.split("|", 1) for line in out.split() if "|" in line)
+
+    wait_for(
+        "the ledger's jobs to complete",
+        lambda: all(states().get(j) == "COMPLETED" for j in ours),
+        420,
+        3,
+    )
+    out = tmp_path / "ledger"
+    shown = ptc("elastic", "ledger", NAME, "--json", "--since", str(since), "--out", str(out))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    doc = json.loads(shown.stdout)
+    # sacct itself, over the ledger's period: every run (-D), cut at the period's start
+    acct = ssh(
+        expdir,
+        "head",
+        "SLURM_TIME_FORMAT=%s sacct -a -D -X -n -P --truncate "
+        f"-S {iso(since)} -E {iso(doc['until'])} -o JobID,ElapsedRaw,NNodes,NodeList",
+    ).stdout
+    per_job: dict[str, int] = {}
+    for line in acct.splitlines():
+        job_id, elapsed, nnodes, nodelist = line.split("|")
+        if nodelist != "None assigned":
+            per_job[job_id] = per_job.get(job_id, 0) + int(elapsed) * int(nnodes)
+    rows = {row["job_id"]: row for row in doc["rows"]}
+    for job_id in ours:
+        assert rows[job_id]["used_node_s"] == per_job[job_id] > 0, (job_id, rows, per_job)
+        assert rows[job_id]["lost_node_s"] == 0, rows[job_id]
+    assert per_job[two] >= 7 * 2, per_job
+    reported = sum(r["used_node_s"] for r in doc["runs"] if r["source"] != "sacct")
+    assert doc["totals"]["used_node_s"] == sum(per_job.values()) + reported, (doc, per_job)
+    assert doc["totals"]["instance_s"] > 0  # the jobs' nodes were held by the partition
+    frame = pd.read_parquet(out / "ledger.parquet")
+    assert set(ours) <= set(frame["job_id"].astype(str)), frame
+    assert (out / "ledger.png").stat().st_size > 0
+    wrong = ptc("elastic", "ledger", NAME, "--by", "bogus")
+    assert wrong.returncode == 2 and "--by" in wrong.stderr, wrong.stderr
