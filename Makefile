@@ -8,6 +8,9 @@ PTC         := $(VENV)/bin/ptc
 SYSTEM_PY   ?= /usr/bin/python3
 APT_PACKAGES := podman runc debootstrap uidmap iptables iproute2 openssh-client e2fsprogs mount \
                 python3-venv python3-dev gcc git rsync etcd-server etcd-client lua5.1
+# Only the tests need a browser: the live page is tested in Debian's Chromium, driven by
+# Selenium through Debian's chromedriver.
+TEST_APT_PACKAGES := chromium chromium-driver
 DEMO_NAME   ?= demo
 DEMO_NODES  ?= 2
 
@@ -24,7 +27,7 @@ help:
 setup: apt venv image
 
 apt:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	@missing=$$(for p in $(APT_PACKAGES) $(EXTRA_APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo ">> apt-get install $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -61,6 +64,7 @@ INTEGRATION_ARGS = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --
 # when it collects nothing; that is not a CI failure.
 IMAGE_LOG := $(VENV)/image-build.log
 
+test: EXTRA_APT_PACKAGES = $(TEST_APT_PACKAGES)
 test: apt venv
 	@echo ">> building the node images in the background: $(IMAGE_LOG)"; \
 	$(PTC) image build > $(IMAGE_LOG) 2>&1 & images=$$!; \
@@ -78,6 +82,7 @@ test: apt venv
 test-unit: venv
 	COLUMNS=200 $(PY) -m pytest -n $(UNIT_WORKERS) tests/unit; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 
+test-integration: EXTRA_APT_PACKAGES = $(TEST_APT_PACKAGES)
 test-integration: setup
 	$(PY) -m pytest $(INTEGRATION_ARGS) tests/integration; rc=$$?; [ $$rc -eq 5 ] && exit 0; exit $$rc
 

@@ -2,8 +2,9 @@
 acquire, release, events), lending pool machines to another experiment (acquire --into,
 release), reconciling the manager's pool with the testbed (reconcile), where resumed jobs'
 waits went (overhead, :mod:`elastic.slurm.overhead`), a round of multi-site rebalancing
-on the controller (rebalance, :mod:`elastic.slurm.workstation`), and who used, lost and lent
-what (ledger, :mod:`elastic.ledger`).
+on the controller (rebalance, :mod:`elastic.slurm.workstation`), who used, lost and lent
+what (ledger, :mod:`elastic.ledger`), and the pool's live page (ui,
+:mod:`elastic.manager.page_proxy`).
 
 ``ptc elastic status NAME`` finds the manager in the experiment (the first ``config_server``
 host), reads the token it needs over SSH and talks to the manager through an SSH forward
@@ -701,6 +702,40 @@ def events(
             total += float(e["data"]["wasted_cycles"])
     console.print(table)
     console.print(f"wasted cycles, all reclamations: {total:.0f} node-seconds")
+
+
+@app.command("ui")
+def ui(
+    name: Annotated[str, typer.Argument(help="experiment name")],
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="the local port; 0: any free one")
+    ] = 0,
+) -> None:
+    """The pool's live page: served on this machine's loopback and forwarded to the active
+    manager with its read-only observer token (the browser never holds it). Prints the URL and
+    serves until interrupted."""
+    import socket
+
+    import uvicorn
+
+    from elastic.manager.page_proxy import create_app
+    from elastic.manager.workstation import open_manager
+
+    exp = experiments.load(name)
+    with open_manager(exp.inventory_path, exp.ssh_config_path, observer=True) as client:
+        listener = socket.socket()
+        try:
+            listener.bind(("127.0.0.1", port))
+        except OSError as err:
+            listener.close()
+            raise InputError(f"--port {port}: {err.strerror or err}") from err
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/ui"
+        console.print(f"the pool of {name}, live: {url}  (Ctrl-C stops it)", highlight=False)
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(client), log_level="warning", access_log=False)
+        )
+        server.run(sockets=[listener])
 
 
 def register(root: typer.Typer) -> None:

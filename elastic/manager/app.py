@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from importlib.resources import files
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.middleware.base import RequestResponseEndpoint
@@ -36,7 +38,7 @@ from elastic.errors import InputError, PtcError
 from elastic.lifespan import lifespan_running
 from elastic.manager.auth import Principal
 from elastic.manager.core import Manager, request_key
-from elastic.manager.errors import NotActive
+from elastic.manager.errors import NotActive, UnknownError
 from elastic.manager.metrics import CONTENT_TYPE, Metrics
 from elastic.manager.model import (
     NAME_PATTERN,
@@ -45,10 +47,13 @@ from elastic.manager.model import (
     Node,
     NodeValue,
     PreemptionRecord,
+    Queue,
     Reclamation,
     Repair,
     ResumeReport,
+    SchedulerState,
 )
+from elastic.manager.view import pool_view
 
 log = logging.getLogger(__name__)
 # Served by every manager, active or not.
@@ -56,10 +61,23 @@ OPEN_PATHS = frozenset({"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-re
 # Served by standbys too (with a token): each manager reads the same replicated state, and
 # Prometheus scrapes every one of them.
 METRICS_PATH = "/metrics"
+# The live page of the pool (``elastic.manager.view``): its files, its document, and the
+# document again as server-sent events whenever it changes.
+PAGE_PATH = "/ui"
+VIEW_PATH = "/v1/view"
+VIEW_STREAM_PATH = "/v1/view/stream"
+PAGE_DIR = files("elastic.manager") / "ui"
+PAGE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+STREAM_CHECK_S = 0.5  # how often the stream looks for a change
+STREAM_BEAT_S = 10.0  # a document at least this often, so ages and countdowns stay right
 # What the observer token may call: the pool's state and history, never a token or a change.
 OBSERVER_READS = frozenset(
     {
         METRICS_PATH,
+        PAGE_PATH,
+        PAGE_PATH + "/{asset}",
+        VIEW_PATH,
+        VIEW_STREAM_PATH,
         "/v1/status",
         "/v1/nodes",
         "/v1/partitions",
@@ -129,6 +147,11 @@ class ValuesRequest(BaseModel):
     policy: str = Field(default="", max_length=32)
     time: float | None = Field(default=None, ge=0, le=1e11, description="epoch s of the snapshot")
     jobs: list[JobRecord] = Field(default_factory=list, max_length=100_000)
+    node_states: dict[NodeName, SchedulerState] = Field(
+        default_factory=dict, max_length=100_000, description="each node's scheduler state"
+    )
+    pending_jobs: int = Field(default=0, ge=0, le=10_000_000)
+    pending_nodes: int = Field(default=0, ge=0, le=1_000_000_000)
 
 
 class ValuesOut(BaseModel):
@@ -220,6 +243,15 @@ def _caller(
 
 
 Caller = Annotated[Principal, Depends(_caller)]
+
+
+def _steady(doc: dict[str, Any]) -> dict[str, Any]:
+    """The view without what changes by the clock alone (ages, countdowns)."""
+    parts = [
+        {k: v for k, v in p.items() if k not in ("pv_age", "pv_stale")} for p in doc["partitions"]
+    ]
+    recs = [{k: v for k, v in r.items() if k != "remaining"} for r in doc["reclamations"]]
+    return {**doc, "time": 0, "partitions": parts, "reclamations": recs}
 
 
 def _field_of(loc: Sequence[Any]) -> str:
@@ -328,6 +360,44 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
             ],
         }
         return JSONResponse(body, status_code=422)
+
+    def view_now() -> dict[str, Any]:
+        return pool_view(manager.read(), manager.clock(), manager.config.max_pv_age)
+
+    @app.get(PAGE_PATH, include_in_schema=False)
+    def page(who: Caller) -> Response:
+        """The live page of the pool (any valid token; the workstation's ``ptc elastic ui``
+        presents the observer's)."""
+        return Response((PAGE_DIR / "index.html").read_bytes(), media_type="text/html")
+
+    @app.get(PAGE_PATH + "/{asset}", include_in_schema=False)
+    def page_file(asset: str, who: Caller) -> Response:
+        if asset not in PAGE_FILES:
+            raise UnknownError("asset", f"no page file {asset!r}")
+        return Response((PAGE_DIR / asset).read_bytes(), media_type=PAGE_FILES[asset])
+
+    @app.get(VIEW_PATH, summary="The pool as the live page shows it")
+    def view(who: Caller) -> dict[str, Any]:
+        return view_now()
+
+    @app.get(VIEW_STREAM_PATH, include_in_schema=False)
+    async def view_stream(request: Request, who: Caller) -> StreamingResponse:
+        """The view as server-sent events: one when it changes (checked every half second),
+        and one at least every ten seconds."""
+
+        async def events() -> AsyncIterator[bytes]:
+            yield b"retry: 2000\n\n"
+            sent, sent_at = "", 0.0
+            while not await request.is_disconnected():
+                doc = await asyncio.to_thread(view_now)
+                steady = json.dumps(_steady(doc), sort_keys=True)
+                if steady != sent or time.monotonic() - sent_at >= STREAM_BEAT_S:
+                    yield f"event: view\ndata: {json.dumps(doc)}\n\n".encode()
+                    sent, sent_at = steady, time.monotonic()
+                await asyncio.sleep(STREAM_CHECK_S)
+
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
     @app.get("/v1/health", response_model=Health)
     def health() -> Health:
@@ -452,7 +522,13 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
     )
     def set_values(partition: Name, req: ValuesRequest, who: Caller) -> ValuesOut:
         pv, ignored = manager.set_values(
-            who, partition, dict(req.values), policy=req.policy, at=req.time, jobs=req.jobs
+            who,
+            partition,
+            dict(req.values),
+            policy=req.policy,
+            at=req.time,
+            jobs=req.jobs,
+            queue=Queue(dict(req.node_states), req.pending_jobs, req.pending_nodes),
         )
         return ValuesOut(pv=pv, ignored=ignored)
 

@@ -28,10 +28,11 @@ up on for the same reason a lost one is: the retry carries the same key.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ import httpx
 from elastic import wire
 from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
-from elastic.manager.model import JobRecord, JobReport
+from elastic.manager.model import JobRecord, JobReport, Queue
 
 DEFAULT_FAILOVER_TIMEOUT = 30.0
 
@@ -239,6 +240,42 @@ class ManagerClient:
                 )
             self._sleep(min(self.round_pause, remaining))
 
+    @contextlib.contextmanager
+    def streamed(
+        self, path: str, read_timeout: float | None
+    ) -> Iterator[tuple[str, httpx.Response]]:
+        """GET ``path`` from the active manager with its body not read yet: (that manager's
+        URL, its answer, which may be an error). One round over the managers, no waiting: a
+        caller that streams (the live page) asks again when the stream ends."""
+        failures: dict[str, str] = {}
+        tried: set[str] = set()
+        hint: str | None = None
+        while order := self._order(hint, tried):
+            base = order[0]
+            tried.add(base)
+            http = self._clients[base]
+            timeout = httpx.Timeout(read_timeout, connect=self._settings[1])
+            try:
+                response = http.send(http.build_request("GET", path, timeout=timeout), stream=True)
+            except httpx.TransportError as err:
+                failures[base] = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+                self._unreachable[base] = self._clock()
+                continue
+            self._unreachable.pop(base, None)
+            if response.status_code == 503:
+                response.close()
+                failures[base] = "not the active manager"
+                found = response.headers.get(wire.ACTIVE_HEADER)
+                hint = found.rstrip("/") if found else None
+                continue
+            try:
+                yield base, response
+            finally:
+                response.close()
+            return
+        detail = "; ".join(f"{u}: {m}" for u, m in failures.items())
+        raise ManagerUnreachable(f"no active elastic manager answered GET {path} ({detail})")
+
     def _answer(self, response: httpx.Response) -> Any:
         if response.status_code < 400:
             return response.json()
@@ -319,9 +356,16 @@ class ManagerClient:
         policy: str = "",
         at: float | None = None,
         jobs: Sequence[JobRecord] = (),
+        queue: Queue | None = None,
     ) -> dict[str, Any]:
         records = [job.model_dump(mode="json") for job in jobs]
-        body = {"values": values, "policy": policy, "time": at, "jobs": records}
+        body: dict[str, Any] = {"values": values, "policy": policy, "time": at, "jobs": records}
+        if queue is not None:
+            body.update(
+                node_states=queue.node_states,
+                pending_jobs=queue.pending_jobs,
+                pending_nodes=queue.pending_nodes,
+            )
         result: dict[str, Any] = self._call("PUT", f"/v1/partitions/{partition}/values", json=body)
         return result
 

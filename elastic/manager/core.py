@@ -42,6 +42,7 @@ from elastic.manager.model import (
     NodeValue,
     Partition,
     PreemptionRecord,
+    Queue,
     Reclamation,
     Repair,
     ResumeReport,
@@ -493,6 +494,7 @@ class Manager:
         policy: str = "",
         at: float | None = None,
         jobs: list[JobRecord] | None = None,
+        queue: Queue | None = None,
     ) -> tuple[PreemptionRecord, list[str]]:
         """SetResourceValues; values for nodes the partition no longer holds are dropped (the
         client's view may lag a release) and returned as the second item."""
@@ -514,8 +516,16 @@ class Manager:
                 self._node(state, node, "values")
             kept = {n: v for n, v in values.items() if state.nodes[n].owner == partition}
             dropped = [n for n in values if n not in kept]
+            shown = queue or Queue()
             part.pv = PreemptionRecord(
-                time=taken, received=now, policy=policy, values=kept, jobs=list(jobs or [])
+                time=taken,
+                received=now,
+                policy=policy,
+                values=kept,
+                jobs=list(jobs or []),
+                node_states={n: s for n, s in shown.node_states.items() if n in state.nodes},
+                pending_jobs=shown.pending_jobs,
+                pending_nodes=shown.pending_nodes,
             )
             return part.pv.model_copy(), dropped
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -44,6 +45,16 @@ class JobRecord(BaseModel):
         )
 
 
+@dataclass(frozen=True)
+class Queue:
+    """What a partition's scheduler showed with its preemption vector: each node's state there
+    and the demand waiting (see ``PreemptionRecord``)."""
+
+    node_states: dict[str, str] = field(default_factory=dict)
+    pending_jobs: int = 0
+    pending_nodes: int = 0
+
+
 class JobReport(BaseModel):
     """What the Slurm client did to a job still running at a reclamation's deadline."""
 
@@ -56,6 +67,7 @@ class JobReport(BaseModel):
 
 ModelNodeName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
 StepName = Annotated[str, Field(pattern=r"^[a-z][a-z_]{0,31}$")]
+SchedulerState = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class ResumeReport(BaseModel):
@@ -85,6 +97,12 @@ class PreemptionRecord(BaseModel):
     policy: str = ""
     values: dict[str, NodeValue] = Field(default_factory=dict)
     jobs: list[JobRecord] = Field(default_factory=list)
+    # What the partition's scheduler showed with it, for people watching the pool: each held
+    # node's state there (Slurm's long state: ``idle~`` powered down, ``mixed#`` powering up),
+    # and the jobs waiting and the nodes they ask for.
+    node_states: dict[str, SchedulerState] = Field(default_factory=dict)
+    pending_jobs: int = Field(default=0, ge=0)
+    pending_nodes: int = Field(default=0, ge=0)
 
 
 class Node(BaseModel):

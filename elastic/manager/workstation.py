@@ -31,6 +31,7 @@ import yaml
 
 from elastic import cluster_groups, node_paths, wire
 from elastic.errors import InputError, NotFoundError, PtcError, RemoteError, RemoteTimeout
+from elastic.manager.auth import OBSERVER
 from elastic.manager.client import ManagerClient, split_urls
 from elastic.remote import ssh
 
@@ -55,6 +56,9 @@ class ManagerSite:
     @property
     def urls(self) -> list[str]:
         return split_urls(list(self.peers) or [self.url])
+
+    def observer_token_path(self) -> str:
+        return f"{self.tokens}/{OBSERVER}.token"
 
     def token_path(self, partition: str | None) -> str:
         name = "admin.token" if partition is None else f"partition-{partition}.token"
@@ -159,15 +163,18 @@ def open_manager(
     partition: str | None = None,
     *,
     failover_timeout: float | None = None,
+    observer: bool = False,
 ) -> Iterator[ManagerClient]:
-    """A client of the experiment's managers, as the admin (``partition`` None) or as that
-    partition, over SSH forwards that close with the context. The active manager comes first."""
+    """A client of the experiment's managers, as the admin (``partition`` None), as that
+    partition, or (``observer``) with the token that only reads, over SSH forwards that close
+    with the context. The active manager comes first."""
     site = find_manager(inventory, ssh_config)
-    path = site.token_path(partition)
+    path = site.observer_token_path() if observer else site.token_path(partition)
     try:
         token = ssh_run(ssh_config, site.node, f"cat {path}").strip()
     except RemoteError as err:
         who = "the admin" if partition is None else f"partition {partition}"
+        who = "the observer" if observer else who
         raise NotFoundError(f"{site.node}: no token for {who} ({path})") from err
     urls = site.urls
     ca = cluster_ca(inventory, ssh_config, site.node)

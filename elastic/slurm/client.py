@@ -44,7 +44,7 @@ from elastic.errors import InputError, NotFoundError, PtcError
 from elastic.events import OnEvent, Reporter
 from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden
-from elastic.manager.model import JobReport
+from elastic.manager.model import JobReport, Queue
 from elastic.policies import Policy
 from elastic.slurm.commands import Slurm, SlurmCommandError
 from elastic.slurm.queue import compute_pv, parse_squeue
@@ -648,12 +648,15 @@ class SlurmElasticClient:
         now = self.clock()
         held = self.held()
         vector = compute_pv(self.slurm, self.policy, self.config.slurm_partition, held, now)
+        waiting, asked = self.slurm.pending_demand(self.config.slurm_partition)
+        shown = dict(self.pool_states)  # every pool node's, as the last sync read them
         self.manager.set_values(
             self.partition,
             dict(vector.pv.values),
             policy=vector.pv.policy,
             at=now,
             jobs=vector.jobs,
+            queue=Queue(shown, waiting, asked),
         )
         return dict(vector.pv.values)
 

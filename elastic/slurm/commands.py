@@ -94,6 +94,17 @@ class Slurm:
             argv += ["--partition", partition]
         return self.run(argv)
 
+    def pending_demand(self, partition: str | None) -> tuple[int, int]:
+        """(jobs, nodes they ask for) of the jobs waiting to start."""
+        argv = ["squeue", "--noheader", "--states=PENDING", "--format=%D"]
+        if partition:
+            argv += ["--partition", partition]
+        counts = [line.strip() for line in self.run(argv).splitlines() if line.strip()]
+        try:
+            return len(counts), sum(int(c) for c in counts)
+        except ValueError as err:
+            raise PtcError(f"squeue --format=%D: not a node count: {err}") from None
+
     def jobs_on(self, nodes: Sequence[str]) -> str:
         """Running jobs that touch ``nodes`` (any partition)."""
         return self.run(

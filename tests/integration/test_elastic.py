@@ -355,6 +355,60 @@ def test_prometheus_scrapes_the_pool_s_series_after_a_resume(leaves_pool_idle: P
             assert got.endswith("401") and "ptc_" not in got, (port, header, got)
 
 
+def test_the_live_page_shows_a_node_go_from_powered_down_to_allocated_without_a_reload(
+    leaves_pool_idle: Path,
+) -> None:
+    """In Debian's Chromium (headless, under Selenium): `ptc elastic ui` serves the page; a job
+    submitted while it is open turns one of the pool's nodes from off to allocated on the page,
+    by the manager's events alone (a mark set in the page survives: nothing reloaded it). A
+    screenshot is kept. The manager gives no page to a wrong token."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from support.browser import chromium, page_server, screenshot
+
+    expdir = leaves_pool_idle
+
+    def rows(driver: Any) -> dict[str, tuple[str, str, str]]:
+        """node -> (power, Slurm state, jobs) as the table shows them now (read in one script:
+        the page redraws its rows with each event)."""
+        found = driver.execute_script(
+            "return [...document.querySelectorAll('#nodes tbody tr[data-node]')].map(r =>"
+            " [r.dataset.node, r.dataset.power, r.dataset.state, r.cells[5].textContent]);"
+        )
+        return {node: (power, state, jobs) for node, power, state, jobs in found}
+
+    with page_server(NAME) as url, chromium() as driver:
+        driver.get(url)
+        wait = WebDriverWait(driver, 60, poll_frequency=0.5)
+        # the page is as fresh as the client's last vector: the pool shows off within one
+        wait.until(lambda d: set(rows(d)) == set(NODES))
+        wait.until(lambda d: all(power == "off" for power, _, _ in rows(d).values()))
+        assert driver.find_element(By.ID, "status").text == "Live"
+        driver.execute_script("window.ptcMark = 'not reloaded';")
+        job_id = sbatch(expdir, "-N1", "sleep 40")
+
+        def allocated(d: Any) -> str | None:
+            for node, (power, state, jobs) in rows(d).items():
+                if power == "on" and state.startswith(("allocated", "mixed")) and job_id in jobs:
+                    return node
+            return None
+
+        node = WebDriverWait(driver, 240, poll_frequency=0.5).until(allocated)
+        assert driver.execute_script("return window.ptcMark;") == "not reloaded"
+        text = driver.find_element(By.TAG_NAME, "body").text
+        assert "● on" in text and "Where a resume's time goes" in text
+        shot = screenshot(driver, "live-page-allocated")
+        assert shot.stat().st_size > 10_000, shot
+    assert node in NODES
+    address = ssh(expdir, "head", "ip -4 -o addr show eth1").stdout.split()[3].split("/")[0]
+    refused = ssh(
+        expdir, "head",
+        "curl -sS --cacert /etc/ptc-elastic/tls/ca.crt -H 'Authorization: Bearer wrong' "
+        f"-w '%{{http_code}}' https://{address}:8700/ui",
+    ).stdout  # fmt: skip
+    assert refused.endswith("401") and "<html" not in refused, refused
+
+
 def test_a_job_the_whole_pool_could_never_hold_is_refused_at_submit_with_the_reason(
     leaves_pool_idle: Path,
 ) -> None:

@@ -58,6 +58,7 @@ OPERATIONS = [
     ("GET", "/v1/reclamations/{reclamation}"),
     ("POST", "/v1/reclamations/{reclamation}/jobs"),
     ("GET", "/v1/events"),
+    ("GET", "/v1/view"),
 ]
 
 

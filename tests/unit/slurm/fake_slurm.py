@@ -49,6 +49,7 @@ class FakeSlurm:
     requeued: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # requeued and held, not released yet
+    pending: list[int] = field(default_factory=list)  # node counts of the jobs waiting
     begin: dict[str, str] = field(default_factory=dict)  # job -> StartTime it was given
     register_after: int = 0  # sinfo polls before a resumed node shows registered
     known: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")  # Slurm's nodes
@@ -71,6 +72,8 @@ class FakeSlurm:
         cmd = argv[0]
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             return "\n".join(expand(argv[3])) + "\n"
+        if cmd == "squeue" and "--states=PENDING" in argv:
+            return "".join(f"{count}\n" for count in self.pending)
         if cmd == "squeue":
             jobs = self.jobs
             if "--nodelist" in argv:

@@ -82,6 +82,21 @@ def test_pv_from_the_queue_is_the_policy_s_and_the_manager_picks_from_it(world: 
     assert rec.chosen == select_nodes(LifoPolicy().evaluate(snap), 2) == ["node-3", "node-0"]
 
 
+def test_the_pv_carries_the_pool_s_slurm_states_and_the_waiting_demand(world: World) -> None:
+    """For people watching the pool: the states the last sync read, and the jobs waiting."""
+    hold_all(world)
+    world.slurm.states.update({"node-0": "allocated", "node-1": "mixed#"})
+    world.slurm.pending = [2, 1, 3]
+    world.client.sync_pool()
+    world.client.report_pv()
+    stored = world.manager.read().partitions["slurm"].pv
+    assert stored is not None
+    assert stored.node_states == {
+        "node-0": "allocated", "node-1": "mixed#", "node-2": "idle~", "node-3": "idle~"
+    }  # fmt: skip
+    assert (stored.pending_jobs, stored.pending_nodes) == (3, 6)
+
+
 def test_graceful_preemption_drain_release_idle_requeue_at_deadline(world: World) -> None:
     hold_all(world)
     world.slurm.jobs = [
