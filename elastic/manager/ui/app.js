@@ -46,6 +46,8 @@ const POWER_MARK = { on: "● on", off: "○ off", "powering up": "◐ powering 
   "powering down": "◑ powering down", unknown: "? unknown" };
 
 function render(doc) {
+  // when the page first drew the pool, for whoever measures the page (performance.now(), ms)
+  if (window.ptcFirstRender === undefined) window.ptcFirstRender = performance.now();
   latest = doc;
   const nodes = doc.nodes;
   byId("sum-nodes").textContent = nodes.length;
