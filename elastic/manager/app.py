@@ -136,6 +136,9 @@ class AddOut(BaseModel):
 
 class ReleaseRequest(BaseModel):
     nodes: list[NodeName] = Field(min_length=1, max_length=10000)
+    power_off: float | None = Field(
+        default=None, ge=0, le=1e7, description="seconds a suspend spent powering them off"
+    )
 
 
 class ReleaseOut(BaseModel):
@@ -473,7 +476,8 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         partition: Name, req: ReleaseRequest, who: Caller, key: RequestKey
     ) -> ReleaseOut:
         with request_key(key):
-            return ReleaseOut(released=manager.delete_nodes(who, partition, req.nodes))
+            released = manager.delete_nodes(who, partition, req.nodes, power_off=req.power_off)
+            return ReleaseOut(released=released)
 
     @app.post(
         "/v1/partitions/{partition}/resumes",

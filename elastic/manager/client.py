@@ -341,10 +341,13 @@ class ManagerClient:
         result: dict[str, Any] = self._call("POST", f"/v1/partitions/{partition}/nodes", json=body)
         return result
 
-    def delete_nodes(self, partition: str, nodes: list[str]) -> list[str]:
-        result = self._call(
-            "POST", f"/v1/partitions/{partition}/nodes/release", json={"nodes": nodes}
-        )
+    def delete_nodes(
+        self, partition: str, nodes: list[str], *, power_off: float | None = None
+    ) -> list[str]:
+        body: dict[str, Any] = {"nodes": nodes}
+        if power_off is not None:
+            body["power_off"] = power_off
+        result = self._call("POST", f"/v1/partitions/{partition}/nodes/release", json=body)
         released: list[str] = result["released"]
         return released
 

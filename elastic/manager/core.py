@@ -456,9 +456,17 @@ class Manager:
             state.append(now, "nodes-added", partition=partition, nodes=take)
         return AddResult(partition, take, reclamations, pending_for_me)
 
-    def delete_nodes(self, caller: Principal, partition: str, nodes: list[str]) -> list[str]:
+    def delete_nodes(
+        self,
+        caller: Principal,
+        partition: str,
+        nodes: list[str],
+        *,
+        power_off: float | None = None,
+    ) -> list[str]:
         """DeleteNodes: the partition gives nodes back; under a reclamation this is the client
-        saying it is done with them. Returns the nodes released."""
+        saying it is done with them. ``power_off``: the seconds a suspend spent powering them
+        off first, kept in the event. Returns the nodes released."""
         if not nodes:
             raise FieldError("nodes", "is empty")
         now = self.clock()
@@ -477,7 +485,8 @@ class Manager:
                     raise Conflict(f"node {name} is in partition {partition}'s minimum", "nodes")
             for name in nodes:
                 reclaiming.release(state, name, now, forced=False)
-            state.append(now, "nodes-deleted", partition=partition, nodes=list(nodes))
+            timed = {} if power_off is None else {"power_off": power_off}
+            state.append(now, "nodes-deleted", partition=partition, nodes=list(nodes), **timed)
             return list(nodes)
 
         released = self._update(change, list[str])

@@ -3,7 +3,7 @@
 Two kinds, both read from the replicated store, so every manager (active or standby) tells the
 same story and a failover loses nothing:
 
-- **gauges of the state now**: pool nodes by holder, each partition's protected mode and the
+- **gauges of the state now**: pool nodes by holder and site (a `site=NAME` feature, else `local`), each partition's protected mode and the
   age of its last preemption vector, pending reclamations, the event log's length;
 - **counters and histograms folded from the event log**: resumes (nodes ready, failed by the
   step that failed them, called off) and their durations, per step too (the resume overhead
@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 
 from elastic.manager.core import Manager
 from elastic.manager.store import Store
+from elastic.manager.view import LOCAL_SITE, site_of
 
 log = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -88,6 +89,7 @@ class _Folded:
         self.seq = 0
         self.counters: dict[str, dict[tuple[str, ...], float]] = {}
         self.resume_seconds = _Histogram(DURATION_BUCKETS)
+        self.suspend_seconds = _Histogram(DURATION_BUCKETS)
         self.step_seconds = _Histogram(DURATION_BUCKETS)
         self.repair_seconds = _Histogram(DURATION_BUCKETS)
 
@@ -127,6 +129,8 @@ class _Folded:
             self.add("nodes_moved", (part, "added"), len(data.get("nodes") or ()))
         elif kind == "nodes-deleted":
             self.add("nodes_moved", (part, "released"), len(data.get("nodes") or ()))
+            if data.get("power_off") is not None:
+                self.suspend_seconds.observe((part,), float(data["power_off"]))
         elif kind == "partition-protected":
             self.add("protections", (part,))
 
@@ -233,6 +237,10 @@ class Metrics(Collector):
                 "ptc_resume_step_seconds", "A resume's steps (the overhead taxonomy)",
                 ["partition", "step"],
             )  # fmt: skip
+            yield folded.suspend_seconds.family(
+                "ptc_suspend_seconds", "Suspends: powering off the nodes Slurm suspended",
+                ["partition"],
+            )  # fmt: skip
             yield folded.repair_seconds.family(
                 "ptc_repair_seconds", "Repairs, from the claim to their end",
                 ["partition", "outcome"],
@@ -249,14 +257,16 @@ class Metrics(Collector):
 
     def _gauges(self, state: Any) -> Iterator[Metric]:
         now = self.manager.clock()
-        holders = GaugeMetricFamily("ptc_pool_nodes", "Pool nodes by holder", labels=["holder"])
-        counts: dict[str, int] = {name: 0 for name in state.partitions}
-        counts["free"] = 0
+        holders = GaugeMetricFamily(
+            "ptc_pool_nodes", "Pool nodes by holder and site", labels=["holder", "site"]
+        )
+        sites = {site_of(node.features) for node in state.nodes.values()} or {LOCAL_SITE}
+        counts = {(h, s): 0 for h in [*state.partitions, "free"] for s in sites}
         for node in state.nodes.values():
-            key = node.owner if node.owner is not None else "free"
+            key = (node.owner if node.owner is not None else "free", site_of(node.features))
             counts[key] = counts.get(key, 0) + 1
-        for holder, count in sorted(counts.items()):
-            holders.add_metric([holder], count)
+        for labels, count in sorted(counts.items()):
+            holders.add_metric(list(labels), count)
         yield holders
         protected = GaugeMetricFamily(
             "ptc_partition_protected", "1 while the partition is in protected mode", labels=["partition"]

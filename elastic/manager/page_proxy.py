@@ -75,7 +75,7 @@ def create_app(client: ManagerClient) -> Starlette:
             with stack:
                 yield f"event: manager\ndata: {json.dumps({'url': base})}\n\n".encode()
                 try:
-                    yield from answer.iter_raw()
+                    yield from answer.iter_bytes()
                 except Exception:  # the manager went away mid-stream: the browser reconnects
                     return
 

@@ -61,7 +61,7 @@ def pool_view(state: State, now: float, max_pv_age: float) -> dict[str, Any]:
         {
             "name": name,
             "holder": node.owner or "free",
-            "site": _site(node.features),
+            "site": site_of(node.features),
             "scheduler_state": reported.get(name),
             "power": power_of(reported.get(name)),
             "jobs": sorted(set(jobs_on.get(name, []))),
@@ -114,7 +114,8 @@ def _partition(
     }
 
 
-def _site(features: list[str]) -> str:
+def site_of(features: list[str]) -> str:
+    """A node's site: its ``site=NAME`` feature, else the pool's own."""
     named = [f.removeprefix(SITE_FEATURE) for f in features if f.startswith(SITE_FEATURE)]
     return named[0] if named else LOCAL_SITE
 

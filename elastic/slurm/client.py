@@ -499,14 +499,16 @@ class SlurmElasticClient:
         self._give_back(sorted(failed))
 
     def _power_off_and_give_back(self, nodes: list[str], hostlist: str) -> list[str]:
-        """Power off (best effort: a node that will not stop still leaves the partition)."""
+        """Power off (best effort: a node that will not stop still leaves the partition); the
+        seconds it took go with the release, into the manager's log."""
+        started = self.clock()
         try:
             self.provisioner.power_off(nodes)
         except PtcError as err:
             self.report.warning(f"power off {hostlist}: {err}")
-        return self._give_back(nodes)
+        return self._give_back(nodes, power_off=self.clock() - started)
 
-    def _give_back(self, nodes: list[str]) -> list[str]:
+    def _give_back(self, nodes: list[str], power_off: float | None = None) -> list[str]:
         """DeleteNodes for those of ``nodes`` we hold; nodes already gone are not an error. The
         manager refuses the partition's minimum (those stay ours). Returns the nodes released."""
         mine = set(self.held())
@@ -514,14 +516,14 @@ class SlurmElasticClient:
         if not ours:
             return []
         try:
-            return self.manager.delete_nodes(self.partition, ours)
+            return self.manager.delete_nodes(self.partition, ours, power_off=power_off)
         except (Conflict, Forbidden, NotFoundError, InputError) as err:
             if len(ours) == 1:
                 self.report.warning(f"release {ours}: {err}")
                 return []
         released = []  # DeleteNodes is all or nothing: the nodes one by one
-        for node in ours:
-            released += self._give_back([node])
+        for index, node in enumerate(ours):  # the suspend's time counted once
+            released += self._give_back([node], power_off if index == 0 else None)
         return released
 
     def suspend(self, hostlist: str) -> list[str]:

@@ -128,7 +128,7 @@ def test_a_standby_serves_its_metrics_behind_the_tokens(env: Env) -> None:
     """Prometheus scrapes every manager: a standby reads the same replicated state."""
     standby = standby_of(env)
     got = standby.get("/metrics", headers=env.auth(env.admin))
-    assert got.status_code == 200 and 'ptc_pool_nodes{holder="free"} 4.0' in got.text
+    assert got.status_code == 200 and 'ptc_pool_nodes{holder="free",site="local"} 4.0' in got.text
     assert standby.get("/metrics").status_code == 401
 
 

@@ -43,7 +43,7 @@ def test_no_token_or_a_wrong_one_gets_no_metrics(env: Env, token: str | None) ->
 
 
 def test_a_resume_is_counted_once_with_its_steps_and_its_failures_by_step(env: Env) -> None:
-    assert value(scrape(env), "ptc_pool_nodes", holder="free") == 4
+    assert value(scrape(env), "ptc_pool_nodes", holder="free", site="local") == 4
     r = env.http.post(
         "/v1/partitions/slurm/nodes", json={"nodes": ["node-0", "node-1"]},
         headers=env.auth(env.slurm),
@@ -70,7 +70,7 @@ def test_a_resume_is_counted_once_with_its_steps_and_its_failures_by_step(env: E
     assert value(found, "ptc_resume_seconds_bucket", partition="slurm", le="10.0") == 1
     assert value(found, "ptc_resume_step_seconds_sum", partition="slurm", step="playbook") == 4.0
     assert value(found, "ptc_pool_node_moves_total", partition="slurm", direction="added") == 2
-    assert value(found, "ptc_pool_nodes", holder="slurm") == 2
+    assert value(found, "ptc_pool_nodes", holder="slurm", site="local") == 2
     # a second scrape folds in only what is new: nothing counted twice
     again = scrape(env)
     assert value(again, "ptc_resume_nodes_total", partition="slurm", outcome="ready") == 1
@@ -134,3 +134,29 @@ def test_an_event_that_cannot_be_counted_is_skipped_not_a_failed_scrape(env: Env
     resume(env, {"nodes": ["node-0"], "ready": ["node-0"], "failed": {}, "timings": {"total": 3}})
     found = scrape(env)
     assert value(found, "ptc_resume_seconds_count", partition="slurm") == 1
+
+
+def test_a_suspend_s_power_off_time_rides_on_its_release_into_a_histogram(env: Env) -> None:
+    add = env.http.post(
+        "/v1/partitions/slurm/nodes", json={"nodes": ["node-0", "node-1", "node-2"]},
+        headers=env.auth(env.slurm),
+    )  # fmt: skip
+    assert add.status_code == 200, add.text
+    for nodes, seconds in ((["node-0", "node-1"], 3.5), (["node-2"], None)):
+        body: dict[str, Any] = {"nodes": nodes}
+        if seconds is not None:
+            body["power_off"] = seconds
+        r = env.http.post(
+            "/v1/partitions/slurm/nodes/release", json=body, headers=env.auth(env.slurm)
+        )
+        assert r.status_code == 200, r.text
+    found = scrape(env)
+    # one suspend timed (a release without a time, as ptc elastic release makes, is not one)
+    assert value(found, "ptc_suspend_seconds_count", partition="slurm") == 1
+    assert value(found, "ptc_suspend_seconds_sum", partition="slurm") == 3.5
+    assert value(found, "ptc_pool_node_moves_total", partition="slurm", direction="released") == 3
+    refused = env.http.post(
+        "/v1/partitions/slurm/nodes/release", json={"nodes": ["node-0"], "power_off": -1},
+        headers=env.auth(env.slurm),
+    )  # fmt: skip
+    assert refused.status_code == 422 and refused.json()["field"] == "power_off", refused.text

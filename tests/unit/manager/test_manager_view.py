@@ -135,3 +135,38 @@ def test_the_workstation_s_server_forwards_the_page_with_the_token_the_browser_l
     # a token the managers refuse gives the browser their refusal, not a page
     refused = TestClient(create_proxy(ManagerClient("http://testserver", "wrong", client=env.http)))
     assert refused.get("/ui").status_code == 401
+
+
+def test_the_page_s_events_come_from_the_active_manager_and_name_it(env: Env) -> None:
+    """After a failover the standby answers 503 naming the active one: the stream goes there and
+    says so first, which the page shows; with no manager answering it says that instead."""
+    import httpx
+
+    from elastic import wire
+
+    asked: list[str] = []
+
+    def standby(request: httpx.Request) -> httpx.Response:
+        asked.append(f"a {request.url.path}")
+        return httpx.Response(503, json={}, headers={wire.ACTIVE_HEADER: "http://b:8700"})
+
+    def active(request: httpx.Request) -> httpx.Response:
+        asked.append(f"b {request.url.path} {request.headers['authorization']}")
+        return httpx.Response(200, text="event: view\ndata: {}\n\n")
+
+    transports = {"http://a:8700": httpx.MockTransport(standby),
+                  "http://b:8700": httpx.MockTransport(active)}  # fmt: skip
+    client = ManagerClient(["http://a:8700", "http://b:8700"], "look", transports=transports)
+    body = TestClient(create_proxy(client)).get("/v1/view/stream").text
+    assert body.startswith('event: manager\ndata: {"url": "http://b:8700"}\n\n'), body
+    assert body.endswith("event: view\ndata: {}\n\n")
+    assert asked == ["a /v1/view/stream", "b /v1/view/stream Bearer look"]
+
+    def gone(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    down = ManagerClient(
+        ["http://a:8700"], "look", transports={"http://a:8700": httpx.MockTransport(gone)}
+    )
+    body = TestClient(create_proxy(down)).get("/v1/view/stream").text
+    assert "event: unavailable" in body and "refused" in body

@@ -327,6 +327,8 @@ def test_suspend_gives_back_and_tolerates_nodes_no_longer_ours(world: World) -> 
     world.manager.add_nodes(world.admin, "slurm", nodes=["node-0", "node-1"])
     assert world.client.suspend("node-[0-1]") == ["node-0", "node-1"]
     assert ("power_off", ["node-0", "node-1"]) in world.prov.calls
+    [deleted] = [e for e in world.manager.read().events if e.kind == "nodes-deleted"]
+    assert deleted.data["power_off"] >= 0  # the suspend's time, for the manager's histogram
     assert world.client.suspend("node-0") == []  # already in the pool: nothing to do
     assert world.owners()["node-0"] is None
 
