@@ -63,9 +63,10 @@ def expand_hostlists(cluster: Cluster, head: str, hostlists: Sequence[str]) -> d
 
 
 def events(cluster: Cluster) -> list[dict[str, Any]]:
-    """The manager's whole event log, oldest first."""
+    """The manager's whole event log, oldest first, read with the observer's token (it only
+    reads)."""
     log: list[dict[str, Any]] = []
-    with open_manager(cluster.inventory, cluster.ssh_config) as manager:
+    with open_manager(cluster.inventory, cluster.ssh_config, observer=True) as manager:
         while True:
             page = manager.events(len(log), PAGE)
             log += page

@@ -68,6 +68,12 @@ VIEW_PATH = "/v1/view"
 VIEW_STREAM_PATH = "/v1/view/stream"
 PAGE_DIR = files("elastic.manager") / "ui"
 PAGE_FILES = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+# The page runs its own script and styles only, and is framed nowhere.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
 STREAM_CHECK_S = 0.5  # how often the stream looks for a change
 STREAM_BEAT_S = 10.0  # a document at least this often, so ages and countdowns stay right
 # What the observer token may call: the pool's state and history, never a token or a change.
@@ -371,13 +377,15 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
     def page(who: Caller) -> Response:
         """The live page of the pool (any valid token; the workstation's ``ptc elastic ui``
         presents the observer's)."""
-        return Response((PAGE_DIR / "index.html").read_bytes(), media_type="text/html")
+        body = (PAGE_DIR / "index.html").read_bytes()
+        return Response(body, media_type="text/html", headers=PAGE_HEADERS)
 
     @app.get(PAGE_PATH + "/{asset}", include_in_schema=False)
     def page_file(asset: str, who: Caller) -> Response:
         if asset not in PAGE_FILES:
             raise UnknownError("asset", f"no page file {asset!r}")
-        return Response((PAGE_DIR / asset).read_bytes(), media_type=PAGE_FILES[asset])
+        body = (PAGE_DIR / asset).read_bytes()
+        return Response(body, media_type=PAGE_FILES[asset], headers=PAGE_HEADERS)
 
     @app.get(VIEW_PATH, summary="The pool as the live page shows it")
     def view(who: Caller) -> dict[str, Any]:

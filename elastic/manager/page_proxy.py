@@ -31,7 +31,13 @@ VIEW = "/v1/view"
 STREAM = "/v1/view/stream"
 # The manager sends a document at least every ten seconds: a quiet minute means it is gone.
 STREAM_READ_TIMEOUT = 60.0
-FORWARDED_HEADERS = ("content-type", "cache-control", "www-authenticate")
+FORWARDED_HEADERS = (
+    "content-type",
+    "cache-control",
+    "www-authenticate",
+    "content-security-policy",
+    "x-content-type-options",
+)
 
 
 def create_app(client: ManagerClient) -> Starlette:
@@ -86,9 +92,13 @@ def create_app(client: ManagerClient) -> Starlette:
     async def root(request: Request) -> Response:
         return RedirectResponse(PAGE)
 
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)  # the page has none; the browser asks all the same
+
     return Starlette(
         routes=[
             Route("/", root),
+            Route("/favicon.ico", no_icon),
             Route(PAGE, page),
             Route(PAGE + "/{asset}", page),
             Route(VIEW, view),

@@ -113,6 +113,7 @@ def test_the_page_and_its_document_want_a_token_and_the_observer_s_will_do(env: 
     page = env.http.get("/ui", headers=seen)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'src="/ui/app.js"' in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
     assert env.http.get("/ui/app.css", headers=seen).headers["content-type"].startswith("text/css")
     assert env.http.get("/ui/secrets.txt", headers=seen).status_code == 404
     assert env.http.get("/ui/..%2Fapp.py", headers=seen).status_code == 404
@@ -129,6 +130,7 @@ def test_the_workstation_s_server_forwards_the_page_with_the_token_the_browser_l
     assert local.get("/", follow_redirects=False).headers["location"] == "/ui"
     page = local.get("/ui")  # no Authorization: the server adds the observer's
     assert page.status_code == 200 and "The pool" in page.text
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert local.get("/ui/app.js").headers["content-type"].startswith("text/javascript")
     assert {n["name"] for n in local.get("/v1/view").json()["nodes"]} == set(NODES)
     assert local.get("/ui/nothing").status_code == 404
