@@ -14,8 +14,9 @@ holds a suspended node "powering down" that long, however quickly SuspendProgram
 every 5 s, repeats of NotifyDeletePending every 10 s, PVs stale after 60 s, ResumeTimeout 90 s.
 
 The module is the longest of the suite, so under xdist it runs as two groups on two workers:
-most resume faults and the machines that leave the experiment (FAULTS_AND_LENDING) get their
-own 1+4 experiment and small testbed, as the module's fixtures are per worker. Run in one process,
+most resume faults and the machines that leave the experiment (FAULTS_AND_LENDING), and the
+live page and the ledger (to even the two out), get their own 1+4 experiment and small testbed,
+as the module's fixtures are per worker. Run in one process,
 both groups share one.
 
 While developing, PTC_TEST_ELASTIC_REUSE=$PTC_HOME/experiments/NAME runs the tests against an
@@ -355,6 +356,7 @@ def test_prometheus_scrapes_the_pool_s_series_after_a_resume(leaves_pool_idle: P
             assert got.endswith("401") and "ptc_" not in got, (port, header, got)
 
 
+@FAULTS_AND_LENDING
 def test_the_live_page_shows_a_node_go_from_powered_down_to_allocated_without_a_reload(
     leaves_pool_idle: Path,
 ) -> None:
@@ -380,9 +382,12 @@ def test_the_live_page_shows_a_node_go_from_powered_down_to_allocated_without_a_
     with page_server(NAME) as url, chromium() as driver:
         driver.get(url)
         wait = WebDriverWait(driver, 60, poll_frequency=0.5)
-        # the page is as fresh as the client's last vector: the pool shows off within one
+        # the page is as fresh as the client's last vector: the pool shows off within one (or,
+        # just after the deploy, once Slurm has powered the pool down)
         wait.until(lambda d: set(rows(d)) == set(NODES))
-        wait.until(lambda d: all(power == "off" for power, _, _ in rows(d).values()))
+        WebDriverWait(driver, 180, poll_frequency=0.5).until(
+            lambda d: all(power == "off" for power, _, _ in rows(d).values())
+        )
         assert driver.find_element(By.ID, "status").text == "Live"
         driver.execute_script("window.ptcMark = 'not reloaded';")
         job_id = sbatch(expdir, "-N1", "sleep 40")
@@ -1797,6 +1802,7 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
 
 
 # -- the ledger: node-hours from sacct and the manager's log -----------------------------------
+@FAULTS_AND_LENDING
 def test_the_ledger_s_node_hours_per_job_and_in_all_agree_with_sacct(
     leaves_pool_idle: Path, ptc: Any, tmp_path: Path
 ) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-ARTIFACTS = Path(os.environ.get("PTC_TEST_ARTIFACTS", REPO / "state" / "test-artifacts"))
+# Beside the checkout's results, not in ./state: a test removes ./state when it made it.
+ARTIFACTS = Path(os.environ.get("PTC_TEST_ARTIFACTS", REPO / "results" / "test-artifacts"))
 _URL = re.compile(r"http://127\.0\.0\.1:\d+/ui")
 
 
