@@ -263,6 +263,7 @@ def register(app: typer.Typer) -> None:
     app.command()(down)
     app.command()(status)
     app.command("list")(list_)
-    app.command()(ssh)
+    # Whatever follows the node is the command's, its options too (`ptc ssh N head curl -s URL`).
+    app.command(context_settings={"allow_interspersed_args": False})(ssh)
     app.command()(inventory)
     app.command()(adopt)
