@@ -399,7 +399,9 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         async def events() -> AsyncIterator[bytes]:
             yield b"retry: 2000\n\n"
             sent, sent_at = "", 0.0
-            while not await request.is_disconnected():
+            # Ends when this manager stops being the active one: the browser connects again
+            # and is sent to the new one, which the page then names.
+            while leadership.is_active() and not await request.is_disconnected():
                 doc = await asyncio.to_thread(view_now)
                 steady = json.dumps(_steady(doc), sort_keys=True)
                 if steady != sent or time.monotonic() - sent_at >= STREAM_BEAT_S:

@@ -172,3 +172,31 @@ def test_the_page_s_events_come_from_the_active_manager_and_name_it(env: Env) ->
     )
     body = TestClient(create_proxy(down)).get("/v1/view/stream").text
     assert "event: unavailable" in body and "refused" in body
+
+
+def test_the_stream_ends_when_its_manager_stops_being_the_active_one(env: Env) -> None:
+    """So the browser connects again and is sent to the new active manager."""
+    from elastic.manager import JsonFileStore, Manager, ManagerConfig, Tokens
+    from elastic.manager.app import create_app
+
+    class Fading:
+        """Active for the request and one round of the stream, then a standby."""
+
+        def __init__(self) -> None:
+            self.asked = 0
+
+        def is_active(self) -> bool:
+            self.asked += 1
+            return self.asked <= 2
+
+        def active(self) -> str | None:
+            return "https://other:8700" if self.asked > 2 else None
+
+    manager = Manager(
+        JsonFileStore(env.tmp / "state.json"), Tokens(env.tmp / "tokens"), clock=env.clock,
+        notifier=env.notes, config=ManagerConfig(), leadership=Fading(),
+    )  # fmt: skip
+    http = TestClient(create_app(manager, run_loop=False))
+    body = http.get("/v1/view/stream", headers=env.auth(observer(env))).text
+    assert body.startswith("retry: 2000\n\nevent: view\ndata: {")
+    assert body.count("event: view") == 1  # then it ended
