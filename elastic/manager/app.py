@@ -54,6 +54,7 @@ from elastic.manager.model import (
     SchedulerState,
 )
 from elastic.manager.view import pool_view
+from elastic.manager.view import steady as view_steady
 
 log = logging.getLogger(__name__)
 # Served by every manager, active or not.
@@ -254,15 +255,6 @@ def _caller(
 Caller = Annotated[Principal, Depends(_caller)]
 
 
-def _steady(doc: dict[str, Any]) -> dict[str, Any]:
-    """The view without what changes by the clock alone (ages, countdowns)."""
-    parts = [
-        {k: v for k, v in p.items() if k not in ("pv_age", "pv_stale")} for p in doc["partitions"]
-    ]
-    recs = [{k: v for k, v in r.items() if k != "remaining"} for r in doc["reclamations"]]
-    return {**doc, "time": 0, "partitions": parts, "reclamations": recs}
-
-
 def _field_of(loc: Sequence[Any]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or ".".join(str(p) for p in loc)
@@ -371,7 +363,15 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         return JSONResponse(body, status_code=422)
 
     def view_now() -> dict[str, Any]:
-        return pool_view(manager.read(), manager.clock(), manager.config.max_pv_age)
+        state = manager.read()
+        overhead, wasted = metrics.pool_figures(state)
+        return pool_view(
+            state,
+            manager.clock(),
+            manager.config.max_pv_age,
+            overhead=overhead,
+            wasted_seconds=wasted,
+        )
 
     @app.get(PAGE_PATH, include_in_schema=False)
     def page(who: Caller) -> Response:
@@ -403,7 +403,7 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
             # and is sent to the new one, which the page then names.
             while leadership.is_active() and not await request.is_disconnected():
                 doc = await asyncio.to_thread(view_now)
-                steady = json.dumps(_steady(doc), sort_keys=True)
+                steady = json.dumps(view_steady(doc), sort_keys=True)
                 if steady != sent or time.monotonic() - sent_at >= STREAM_BEAT_S:
                     yield f"event: view\ndata: {json.dumps(doc)}\n\n".encode()
                     sent, sent_at = steady, time.monotonic()

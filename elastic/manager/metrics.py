@@ -74,6 +74,10 @@ class _Histogram:
         counts[-1] += 1
         self.series[labels] = (counts, total + value)
 
+    def means(self) -> dict[tuple[str, ...], float]:
+        """Each series' mean value."""
+        return {key: total / counts[-1] for key, (counts, total) in self.series.items()}
+
     def family(self, name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
         fam = HistogramMetricFamily(name, doc, labels=labels)
         for key, (counts, total) in sorted(self.series.items()):
@@ -214,20 +218,37 @@ class Metrics(Collector):
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
+    def _up_to(self, state: Any) -> _Folded:
+        """The fold brought up to ``state``'s last event (the caller holds the lock)."""
+        folded = self._folded
+        if len(state.events) < folded.seq:  # a store started again from nothing
+            folded = self._folded = _Folded()
+        for event in state.events[folded.seq :]:
+            try:
+                folded.fold(event.kind, event.data)
+            except (TypeError, ValueError, AttributeError) as err:  # one odd event: skip it
+                log.warning("metrics: event %d (%s) not counted: %s", event.seq, event.kind, err)
+        folded.seq = len(state.events)
+        return folded
+
+    def pool_figures(self, state: Any) -> tuple[dict[str, dict[str, float]], float]:
+        """For the live page, from the same fold as the series: the mean seconds of each
+        resume step per partition (``total``: the whole resume), and the node-seconds
+        reclamations wasted in all."""
+        with self._lock:
+            folded = self._up_to(state)
+            overhead: dict[str, dict[str, float]] = {}
+            for (part, step), mean in folded.step_seconds.means().items():
+                overhead.setdefault(part, {})[step] = mean
+            for (part,), mean in folded.resume_seconds.means().items():
+                overhead.setdefault(part, {})["total"] = mean
+            wasted = sum(folded.counters.get("wasted", {}).values())
+        return {p: dict(sorted(s.items())) for p, s in sorted(overhead.items())}, wasted
+
     def collect(self) -> Iterator[Metric]:
         state = self.manager.read()
         with self._lock:
-            folded = self._folded
-            if len(state.events) < folded.seq:  # a store started again from nothing
-                folded = self._folded = _Folded()
-            for event in state.events[folded.seq :]:
-                try:
-                    folded.fold(event.kind, event.data)
-                except (TypeError, ValueError, AttributeError) as err:  # one odd event: skip it
-                    log.warning(
-                        "metrics: event %d (%s) not counted: %s", event.seq, event.kind, err
-                    )
-            folded.seq = len(state.events)
+            folded = self._up_to(state)
             yield from self._counters(folded)
             yield folded.resume_seconds.family(
                 "ptc_resume_seconds", "Resumes, from the call to the last node ready or failed",

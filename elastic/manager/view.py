@@ -6,7 +6,12 @@ reported it (Slurm's long state: ``idle~`` is powered down, ``#`` powering up, `
 down), the power that state means, and the jobs on it; every partition with the age of its
 last vector and the demand waiting; every pending reclamation with its deadline and the jobs it
 will requeue; the node-hours reclamations wasted so far; the recent events; and the resume
-overhead taxonomy (the mean seconds of each step, over the resumes reported so far).
+overhead taxonomy (the mean seconds of each step, over the resumes reported so far). The last
+two are folded from the event log once, by the manager's metrics
+(``elastic.manager.metrics.Metrics.pool_figures``), and given to :func:`pool_view`.
+
+:func:`steady` is the document without what changes by the clock alone: the stream sends a
+document when that changes.
 """
 
 from __future__ import annotations
@@ -34,8 +39,16 @@ def power_of(scheduler_state: str | None) -> str:
     return "on"
 
 
-def pool_view(state: State, now: float, max_pv_age: float) -> dict[str, Any]:
-    """The page's document (see the module's docstring); ``now`` in epoch seconds."""
+def pool_view(
+    state: State,
+    now: float,
+    max_pv_age: float,
+    *,
+    overhead: dict[str, dict[str, float]],
+    wasted_seconds: float,
+) -> dict[str, Any]:
+    """The page's document (see the module's docstring); ``now`` in epoch seconds;
+    ``overhead`` partition -> step -> mean seconds; ``wasted_seconds`` in node-seconds."""
     reported: dict[str, str] = {}
     jobs_on: dict[str, list[str]] = defaultdict(list)
     partitions = []
@@ -89,9 +102,9 @@ def pool_view(state: State, now: float, max_pv_age: float) -> dict[str, Any]:
         "sites": _sites(nodes),
         "nodes": nodes,
         "reclamations": reclamations,
-        "wasted_node_hours": _wasted_seconds(state.events) / 3600.0,
+        "wasted_node_hours": wasted_seconds / 3600.0,
         "events": [_event(e) for e in state.events[-RECENT_EVENTS:]][::-1],
-        "overhead": _overhead(state.events),
+        "overhead": overhead,
         "last_event": state.events[-1].seq if state.events else 0,
     }
 
@@ -130,30 +143,13 @@ def _sites(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _wasted_seconds(events: list[Event]) -> float:
-    return sum(
-        float(e.data.get("wasted_cycles") or 0.0)
-        for e in events
-        if e.kind == "reclamation-finished"
-    )
-
-
-def _overhead(events: list[Event]) -> dict[str, dict[str, float]]:
-    """partition -> step -> mean seconds over the resumes reported (``total`` included)."""
-    sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for event in events:
-        if event.kind != "resume-reported":
-            continue
-        part = str(event.data.get("partition") or "")
-        for step, seconds in (event.data.get("timings") or {}).items():
-            try:
-                sums[part][str(step)].append(float(seconds))
-            except (TypeError, ValueError):
-                continue  # one odd report does not hide the others
-    return {
-        part: {step: sum(xs) / len(xs) for step, xs in sorted(steps.items())}
-        for part, steps in sorted(sums.items())
-    }
+def steady(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without what changes by the clock alone (ages, countdowns, the time)."""
+    parts = [
+        {k: v for k, v in p.items() if k not in ("pv_age", "pv_stale")} for p in doc["partitions"]
+    ]
+    recs = [{k: v for k, v in r.items() if k != "remaining"} for r in doc["reclamations"]]
+    return {**doc, "time": 0, "partitions": parts, "reclamations": recs}
 
 
 def _event(event: Event) -> dict[str, Any]:

@@ -3,19 +3,28 @@ tokens, and the workstation's server of the page forwarding them (``page_proxy``
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fastapi.testclient import TestClient
 from manager_env import NODES, T0, Env
 
-from elastic.manager.app import _steady
 from elastic.manager.client import ManagerClient
+from elastic.manager.metrics import Metrics
 from elastic.manager.model import JobRecord, Queue
 from elastic.manager.page_proxy import create_app as create_proxy
-from elastic.manager.view import pool_view, power_of
+from elastic.manager.view import pool_view, power_of, steady
 
 
 def observer(env: Env) -> str:
     return (env.tmp / "tokens" / "observer.token").read_text().strip()
+
+
+def view(env: Env) -> dict[str, Any]:
+    """The page's document now, its taxonomy and waste from the metrics' fold, as served."""
+    state = env.manager.read()
+    overhead, wasted = Metrics(env.manager).pool_figures(state)
+    return pool_view(state, env.clock(), 120.0, overhead=overhead, wasted_seconds=wasted)
 
 
 def slurm_runs_a_job(env: Env) -> None:
@@ -47,7 +56,7 @@ def test_power_is_read_from_slurm_s_state_suffix(state: str | None, power: str) 
 def test_the_view_shows_each_node_s_holder_power_state_and_job(env: Env) -> None:
     slurm_runs_a_job(env)
     env.clock.advance(12)
-    doc = pool_view(env.manager.read(), env.clock(), max_pv_age=120.0)
+    doc = view(env)
     nodes = {n["name"]: n for n in doc["nodes"]}
     assert set(nodes) == set(NODES)  # a node the pool does not know is not shown
     assert (nodes["node-0"]["holder"], nodes["node-0"]["power"], nodes["node-0"]["jobs"]) == (
@@ -69,13 +78,13 @@ def test_a_reclamation_shows_its_deadline_jobs_and_then_its_waste(env: Env) -> N
     slurm_runs_a_job(env)
     admin = env.manager.authenticate(env.admin)
     rec = env.manager.reclaim(admin, "slurm", 1, 60)
-    doc = pool_view(env.manager.read(), env.clock(), max_pv_age=120.0)
+    doc = view(env)
     [shown] = doc["reclamations"]
     assert shown["nodes"] == rec.chosen and shown["remaining"] == pytest.approx(60)
     assert {n["name"]: n["reclamation"] for n in doc["nodes"]}[rec.chosen[0]] == rec.id
     env.clock.advance(61)
     env.manager.tick()
-    doc = pool_view(env.manager.read(), env.clock(), max_pv_age=120.0)
+    doc = view(env)
     assert doc["reclamations"] == []
     finished = env.manager.reclamation(rec.id)
     assert doc["wasted_node_hours"] == pytest.approx((finished.wasted_cycles or 0.0) / 3600)
@@ -89,19 +98,19 @@ def test_the_resume_taxonomy_is_the_mean_of_the_reported_steps(env: Env) -> None
         report = {"nodes": ["node-0"], "ready": ["node-0"], "timings": timings}
         env.manager.report_resume(who, "slurm", report)
         env.manager.delete_nodes(who, "slurm", ["node-0"])
-    doc = pool_view(env.manager.read(), env.clock(), max_pv_age=120.0)
+    doc = view(env)
     assert doc["overhead"] == {"slurm": {"playbook": 30.0, "power_on": 15.0, "total": 45.0}}
 
 
 def test_what_changes_by_the_clock_alone_does_not_count_as_a_change(env: Env) -> None:
     slurm_runs_a_job(env)
-    first = pool_view(env.manager.read(), env.clock(), max_pv_age=120.0)
+    first = view(env)
     env.clock.advance(5)
-    later = pool_view(env.manager.read(), env.clock(), max_pv_age=120.0)
-    assert first != later and _steady(first) == _steady(later)
+    later = view(env)
+    assert first != later and steady(first) == steady(later)
     env.manager.delete_nodes(env.manager.authenticate(env.slurm), "slurm", ["node-1"])
-    moved = pool_view(env.manager.read(), env.clock(), max_pv_age=120.0)
-    assert _steady(moved) != _steady(later)
+    moved = view(env)
+    assert steady(moved) != steady(later)
 
 
 def test_the_page_and_its_document_want_a_token_and_the_observer_s_will_do(env: Env) -> None:
