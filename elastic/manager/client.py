@@ -202,29 +202,13 @@ class ManagerClient:
                 try:
                     response = self._clients[base].request(method, path, headers=headers, **kwargs)
                 except httpx.TransportError as err:
-                    if _untrusted(err):
-                        raise UntrustedManager(
-                            f"manager {base}: its TLS certificate does not verify against "
-                            f"{_trust_name(self.ca)} ({err}); give "
-                            "the cluster's CA (the configuration server's ca.crt)"
-                        ) from err
                     # Not reached, or the answer was lost: the next manager (a POST's retry
-                    # carries the same Idempotency-Key, so it is applied at most once). This
-                    # one is asked last from now on: a dead node costs its timeout once.
-                    failures[base] = (
-                        f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-                    )
-                    self.urls.remove(base)
-                    self.urls.append(base)
-                    self._unreachable[base] = self._clock()
+                    # carries the same Idempotency-Key, so it is applied at most once).
+                    failures[base] = self._unanswered(base, err)
                     continue
                 self._unreachable.pop(base, None)
                 if response.status_code == 503:
-                    body = _json(response)
-                    failures[base] = str(body.get("message") or "HTTP 503")
-                    hint = response.headers.get(wire.ACTIVE_HEADER) or body.get("active") or None
-                    if isinstance(hint, str):
-                        hint = hint.rstrip("/")
+                    failures[base], hint = _standby(response)
                     continue
                 if base != self.url:  # answer there first next time
                     self.url = base
@@ -239,6 +223,20 @@ class ManagerClient:
                     f"{self.failover_timeout:.0f} s ({detail})"
                 )
             self._sleep(min(self.round_pause, remaining))
+
+    def _unanswered(self, base: str, err: httpx.TransportError) -> str:
+        """Why ``base`` gave no answer; it is asked last from now on (a dead node costs its
+        timeout once). A certificate that does not verify is no reason to try the next one."""
+        if _untrusted(err):
+            raise UntrustedManager(
+                f"manager {base}: its TLS certificate does not verify against "
+                f"{_trust_name(self.ca)} ({err}); give "
+                "the cluster's CA (the configuration server's ca.crt)"
+            ) from err
+        self.urls.remove(base)
+        self.urls.append(base)
+        self._unreachable[base] = self._clock()
+        return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
     @contextlib.contextmanager
     def streamed(
@@ -258,15 +256,13 @@ class ManagerClient:
             try:
                 response = http.send(http.build_request("GET", path, timeout=timeout), stream=True)
             except httpx.TransportError as err:
-                failures[base] = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-                self._unreachable[base] = self._clock()
+                failures[base] = self._unanswered(base, err)
                 continue
             self._unreachable.pop(base, None)
             if response.status_code == 503:
+                response.read()
                 response.close()
-                failures[base] = "not the active manager"
-                found = response.headers.get(wire.ACTIVE_HEADER)
-                hint = found.rstrip("/") if found else None
+                failures[base], hint = _standby(response)
                 continue
             try:
                 yield base, response
@@ -448,6 +444,15 @@ class ManagerClient:
             "GET", "/v1/events", params={"since": since, "limit": limit}
         )
         return result
+
+
+def _standby(response: httpx.Response) -> tuple[str, str | None]:
+    """A 503's reason, and the active manager it names (its header, else its body), if any."""
+    body = _json(response)
+    hint = response.headers.get(wire.ACTIVE_HEADER) or body.get("active") or None
+    return str(body.get("message") or "HTTP 503"), hint.rstrip("/") if isinstance(
+        hint, str
+    ) else None
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:
