@@ -39,16 +39,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the tests' browser helpers
 
-from support.browser import chromium, page_server  # noqa: E402
+from support.browser import chromium, node_rows, page_server  # noqa: E402
 
 from elastic.atomic import write_text  # noqa: E402
 from elastic.manager.workstation import open_manager  # noqa: E402
 from elastic.testbed import experiment as experiments  # noqa: E402
-
-ROWS = (
-    "return [...document.querySelectorAll('#nodes tbody tr[data-node]')].map(r =>"
-    " [r.dataset.node, r.dataset.power, r.dataset.state, r.cells[5].textContent]);"
-)
 
 
 def head(exp: Any, command: str) -> str:
@@ -87,7 +82,7 @@ def page_figures(name: str, jobs: int) -> dict[str, list[float]]:
                     if where and states.get(where) in ("allocated", "mixed"):
                         slurm_at, node = now, where
                 if page_at is None:
-                    for row_node, power, state, shown in driver.execute_script(ROWS):
+                    for row_node, (power, state, shown) in node_rows(driver).items():
                         if job in shown and power == "on" and state.startswith(("alloc", "mixed")):
                             page_at, node = time.monotonic(), node or row_node
                 time.sleep(0.25)

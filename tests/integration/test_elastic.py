@@ -367,17 +367,9 @@ def test_the_live_page_shows_a_node_go_from_powered_down_to_allocated_without_a_
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
     from support.browser import chromium, page_server, screenshot
+    from support.browser import node_rows as rows
 
     expdir = leaves_pool_idle
-
-    def rows(driver: Any) -> dict[str, tuple[str, str, str]]:
-        """node -> (power, Slurm state, jobs) as the table shows them now (read in one script:
-        the page redraws its rows with each event)."""
-        found = driver.execute_script(
-            "return [...document.querySelectorAll('#nodes tbody tr[data-node]')].map(r =>"
-            " [r.dataset.node, r.dataset.power, r.dataset.state, r.cells[5].textContent]);"
-        )
-        return {node: (power, state, jobs) for node, power, state, jobs in found}
 
     with page_server(NAME) as url, chromium() as driver:
         driver.get(url)

@@ -79,6 +79,16 @@ def chromium(width: int = 1400, height: int = 2200) -> Iterator[Any]:
         driver.quit()
 
 
+def node_rows(driver: Any) -> dict[str, tuple[str, str, str]]:
+    """The live page's nodes table now: node -> (power, Slurm state, jobs), read in one script
+    (the page redraws its rows with each event, so elements found one by one go stale)."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll('#nodes tbody tr[data-node]')].map(r =>"
+        " [r.dataset.node, r.dataset.power, r.dataset.state, r.cells[5].textContent]);"
+    )
+    return {node: (power, state, jobs) for node, power, state, jobs in found}
+
+
 def screenshot(driver: Any, name: str) -> Path:
     """The whole window as PNG under ARTIFACTS; its path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
