@@ -29,7 +29,6 @@ import argparse
 import json
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,12 +42,12 @@ from support.browser import chromium, node_rows, page_server  # noqa: E402
 
 from elastic.atomic import write_text  # noqa: E402
 from elastic.manager.workstation import open_manager  # noqa: E402
+from elastic.remote import ssh  # noqa: E402
 from elastic.testbed import experiment as experiments  # noqa: E402
 
 
 def head(exp: Any, command: str) -> str:
-    argv = ["ssh", "-F", str(exp.ssh_config_path), "head", command]
-    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120).stdout
+    return ssh.run(exp.ssh_config_path, "head", command, timeout=120)
 
 
 def page_figures(name: str, jobs: int) -> dict[str, list[float]]:
