@@ -243,14 +243,32 @@ class Manager:
         now = self.clock()
 
         def change(state: State) -> Node:
-            node = state.nodes.get(name)
-            if node is None:
-                node = state.nodes[name] = Node(name=name, since=now)
-                state.append(now, "node-registered", node=name)
-            node.cpus, node.memory_mb, node.features = cpus, memory_mb, sorted(set(features))
-            return node.model_copy()
+            return _register(state, name, cpus, memory_mb, features, now).model_copy()
 
         return self._update(change, Node)
+
+    def register_nodes(self, caller: Principal, nodes: Sequence[Mapping[str, Any]]) -> int:
+        """``register_node`` for each of ``nodes`` ({name, cpus, memory_mb, features}) in one
+        write: each write replaces the whole state, so a pool registered node by node costs
+        the square of its size. Returns how many there were."""
+        caller.require_admin("change the pool")
+        for spec in nodes:
+            _check_name(str(spec["name"]), "node")
+        now = self.clock()
+
+        def change(state: State) -> int:
+            for spec in nodes:
+                _register(
+                    state,
+                    str(spec["name"]),
+                    int(spec.get("cpus", 0)),
+                    int(spec.get("memory_mb", 0)),
+                    [str(f) for f in spec.get("features", [])],
+                    now,
+                )
+            return len(nodes)
+
+        return self._update(change, int)
 
     def remove_node(self, caller: Principal, name: str) -> None:
         caller.require_admin("change the pool")
@@ -939,6 +957,17 @@ class Manager:
         if part is None:
             raise UnknownError(field_name, f"no partition {name!r}")
         return part
+
+
+def _register(
+    state: State, name: str, cpus: int, memory_mb: int, features: Iterable[str], now: float
+) -> Node:
+    node = state.nodes.get(name)
+    if node is None:
+        node = state.nodes[name] = Node(name=name, since=now)
+        state.append(now, "node-registered", node=name)
+    node.cpus, node.memory_mb, node.features = cpus, memory_mb, sorted(set(features))
+    return node
 
 
 def _forget_old_requests(state: State, now: float) -> None:

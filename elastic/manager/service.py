@@ -201,14 +201,8 @@ def open_store(config: ServiceConfig) -> Store:
 def apply_config(manager: Manager, config: ServiceConfig) -> None:
     """The pool and the partitions the configuration names (what is there already stays)."""
     admin = Principal("admin", admin=True)
-    for node in config.pool:
-        manager.register_node(
-            admin,
-            str(node["name"]),
-            cpus=int(node.get("cpus", 0)),
-            memory_mb=int(node.get("memory_mb", 0)),
-            features=[str(f) for f in node.get("features", [])],
-        )
+    if config.pool:
+        manager.register_nodes(admin, config.pool)
     for part in config.partitions:
         minimum = part.get("minimum")
         if minimum is not None and not isinstance(minimum, list):
