@@ -1,0 +1,115 @@
+"""ResumeProgram, SuspendProgram and ResumeFailProgram of the scale harness: ptc's real Slurm
+client (``SlurmElasticClient``) against the real manager, with a provisioner that emulates the
+machines. Powering a node on starts a slurmd for it on loopback (``slurmd -N NAME``), which
+registers with slurmctld as a booted machine would; powering off stops it.
+
+    python -m benchmarks.scale.hook resume|suspend|resume-fail HOSTLIST
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from benchmarks.scale.cluster import PARTITION, Layout, slurmd_argv
+from elastic.manager.client import ManagerClient
+from elastic.policies import make_policy
+from elastic.slurm.client import ClientConfig, SlurmElasticClient
+from elastic.slurm.commands import Slurm, subprocess_runner
+
+
+def log_event(run: Path, **entry: object) -> None:
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    fd = os.open(run / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+class EmulatedMachines:
+    """The provisioner: a machine is a slurmd process; nothing to configure."""
+
+    powers = False
+    repairs = False
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def power_on(self, nodes: Sequence[str]) -> None:
+        env = self.layout.env(os.environ.get("PTC_SCALE_RUN", ""))
+        for node in nodes:
+            proc = subprocess.Popen(
+                slurmd_argv(self.layout, node), env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            self.layout.ledger.process(proc.pid, f"slurmd {node}")
+
+    def configure(self, nodes: Sequence[str]) -> None:
+        pass
+
+    def power_off(self, nodes: Sequence[str]) -> None:
+        for node in nodes:
+            pidfile = self.layout.run / "slurmd" / f"{node}.pid"
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+
+    def running(self, nodes: Sequence[str]) -> list[str]:
+        return []
+
+    def lent(self, nodes: Sequence[str]) -> list[str]:
+        return []
+
+    def power_off_if(
+        self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
+    ) -> list[str]:
+        return []
+
+    def check(self) -> str:
+        return "emulated machines: one slurmd process each"
+
+    def renew(self, nodes: Sequence[str]) -> bool:
+        return False
+
+    def provision(self, nodes: Sequence[str], *, start: bool) -> None:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    verb, hosts = argv[0], argv[1]
+    called = time.time()
+    run = Path(os.environ["PTC_SCALE_DIR"])
+    setup = json.loads((run / "setup.json").read_text())
+    layout = Layout(run, Path(setup["root"]), int(setup["nodes"]),
+                    base_port=int(setup["base_port"]))  # fmt: skip
+    log_event(run, event=f"{verb}-called", time=called, hostlist=hosts, pid=os.getpid())
+    layout.ledger.process(os.getpid(), f"hook {verb}")
+    token = Path(setup["token"]).read_text().strip()
+    client = SlurmElasticClient(
+        Slurm(subprocess_runner(timeout=300)),
+        ManagerClient(setup["manager"], token, timeout=120, ca=setup["ca"]),
+        make_policy(setup.get("policy", "LIFO")),
+        provisioner=EmulatedMachines(layout),
+        config=ClientConfig(partition=PARTITION, register_poll=0.5, register_timeout=540),
+    )
+    if verb == "resume":
+        result = client.resume(hosts)
+        log_event(run, event="resume-done", time=time.time(), hostlist=hosts,
+                  ready=len(result.ready), failed=dict(list(result.failed.items())[:5]),
+                  timings=result.timings)  # fmt: skip
+    elif verb == "suspend":
+        client.suspend(hosts)
+    elif verb == "resume-fail":
+        client.resume_failed(hosts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
