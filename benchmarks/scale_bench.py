@@ -311,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--curve", choices=["before", "after"])
     parser.add_argument("--curve-sizes", type=sizes_arg, default=[125, 250, 500, 1000, 2000, 10000])
     parser.add_argument("--plot", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the run's directory (logs)")
     args = parser.parse_args(argv)
     if args.curve:
         say(f"wrote {run_curve(args.curve, args.curve_sizes)}")
@@ -360,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         say("interrupted: stopping everything this run started")
         status = 130
     finally:
-        done = tear_down(ledger, run_id)
+        done = tear_down(ledger, run_id, **({"remove": lambda p: None} if args.keep else {}))
         say(f"cleaned up: {len(done['stopped'])} processes stopped, "
             f"{len(done['removed'])} directories removed")  # fmt: skip
     if status:

@@ -34,6 +34,15 @@ def log_event(run: Path, **entry: object) -> None:
         os.close(fd)
 
 
+def booted_now() -> list[str]:
+    """A time namespace whose boot clock starts now: Slurm 22.05 keeps a powering-up node
+    waiting until its slurmd reports a boot later than the resume request, and a slurmd on
+    this host would report the host's boot."""
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return ["unshare", "--time", "--fork", "--kill-child=SIGTERM",
+            f"--boottime=-{max(0, int(uptime) - 1)}"]  # fmt: skip
+
+
 class EmulatedMachines:
     """The provisioner: a machine is a slurmd process; nothing to configure."""
 
@@ -46,8 +55,10 @@ class EmulatedMachines:
     def power_on(self, nodes: Sequence[str]) -> None:
         env = self.layout.env(os.environ.get("PTC_SCALE_RUN", ""))
         for node in nodes:
+            # slurmd makes its spool directory too late for its socket there
+            (self.layout.run / "slurmd" / node).mkdir(parents=True, exist_ok=True)
             proc = subprocess.Popen(
-                slurmd_argv(self.layout, node), env=env, stdin=subprocess.DEVNULL,
+                [*booted_now(), *slurmd_argv(self.layout, node)], env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
             self.layout.ledger.process(proc.pid, f"slurmd {node}")

@@ -46,8 +46,8 @@ class Submission:
     name: str
 
 
-def job_stream(trace: Trace, size: int, window: float, *, fill: float = 1.0,
-               min_run: float = 20.0, max_run: float = 60.0) -> list[Submission]:  # fmt: skip
+def job_stream(trace: Trace, size: int, window: float, *, fill: float = 3.0,
+               min_run: float = 10.0, max_run: float = 30.0) -> list[Submission]:  # fmt: skip
     """The trace's first jobs on a pool of ``size`` nodes: the trace's machine (its largest
     job) scaled to ``size``, so a job of w of its P processors asks for ``round(w * size / P)``
     nodes (at least 1), taken in order until they ask for ``fill`` of the pool between them;
@@ -97,6 +97,16 @@ def memory(pid: int) -> dict[str, float]:
         if line.startswith("Pss:"):
             out["Pss"] = int(line.split()[1]) / 1024
     return out
+
+
+def node_memory(wrapper: int, layout: Layout, node: str) -> dict[str, float]:
+    """One emulated node: its slurmd and the process holding its time namespace."""
+    try:
+        slurmd = int((layout.run / "slurmd" / f"{node}.pid").read_text().strip())
+        both = [memory(wrapper), memory(slurmd)]
+    except (OSError, ValueError):
+        return {}
+    return {k: sum(m.get(k, 0.0) for m in both) for k in ("Pss", "VmRSS")}
 
 
 def tls_files(directory: Path) -> tuple[Path, Path]:
@@ -156,7 +166,7 @@ def health(url: str, ca: Path) -> bool:
 
 def squeue_states(env: dict[str, str]) -> dict[str, tuple[str, str]]:
     out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%N"], env=env,
-                         capture_output=True, text=True, check=False).stdout  # fmt: skip
+                         capture_output=True, text=True, check=False, timeout=60).stdout  # fmt: skip
     found = {}
     for line in out.splitlines():
         job, _, rest = line.partition("|")
@@ -167,7 +177,7 @@ def squeue_states(env: dict[str, str]) -> dict[str, tuple[str, str]]:
 
 def node_states(env: dict[str, str]) -> dict[str, str]:
     out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%T"], env=env, capture_output=True,
-                         text=True, check=False).stdout  # fmt: skip
+                         text=True, check=False, timeout=60).stdout  # fmt: skip
     return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
 
 
@@ -244,7 +254,8 @@ def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: fl
            "manager": cpu_seconds(manager.pid) - cpu0["manager"]}  # fmt: skip
     mem = {"slurmctld": memory(ctld.pid), "manager": memory(manager.pid)}
     slurmd = [e for e in layout.ledger.entries() if str(e.get("what", "")).startswith("slurmd ")]
-    per_node = [memory(int(e["pid"])) for e in slurmd if Path(f"/proc/{e['pid']}").exists()]
+    per_node = [node_memory(int(e["pid"]), layout, e["what"].split()[1]) for e in slurmd]
+    per_node = [m for m in per_node if m]
     events = (
         [json.loads(x) for x in layout.events.read_text().splitlines()]
         if layout.events.exists()
