@@ -107,7 +107,12 @@ def compare(
 
 # -- the parts ------------------------------------------------------------------------------
 def live_part(
-    sizes: list[int], top: Path, run_id: str, trace: Any, args: argparse.Namespace
+    sizes: list[int],
+    top: Path,
+    run_id: str,
+    trace: Any,
+    args: argparse.Namespace,
+    save: Any = lambda out: None,
 ) -> dict[str, Any]:
     from benchmarks.scale.cluster import Layout, unpack
     from benchmarks.scale.live import run_size
@@ -123,6 +128,7 @@ def live_part(
         finally:
             tear_down(layout.ledger, run_id, remove=lambda p: None)
         print_live(out[str(size)])
+        save(out)
     return out
 
 
@@ -195,6 +201,12 @@ def rounds_part(
         finally:
             tear_down(layout.ledger, run_id, remove=lambda p: None)
     return out
+
+
+def partial(result: dict[str, Any], live: dict[str, Any], out: Path) -> None:
+    """The sizes done so far, should the run be cut short."""
+    path = out.with_name(out.stem + ".partial.json")
+    path.write_text(json.dumps({**result, "live": live}, indent=1) + "\n")
 
 
 def say(text: str) -> None:
@@ -351,22 +363,26 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": os.getloadavg()[0],
     }
     status = 0
+    out = args.out or RESULTS / f"run-{result['date'][:10]}.json"
     try:
         with signals_unwind():
             if "live" in parts:
-                result["live"] = live_part(live_sizes, top, run_id, trace, args)
+                result["live"] = live_part(live_sizes, top, run_id, trace, args,
+                                           lambda live: partial(result, live, out))  # fmt: skip
             if "rounds" in parts:
                 result["rounds"] = rounds_part(args.sizes, args.jobs, top, run_id, trace)
     except (KeyboardInterrupt, Interrupted):
         say("interrupted: stopping everything this run started")
         status = 130
     finally:
-        done = tear_down(ledger, run_id, **({"remove": lambda p: None} if args.keep else {}))
+        if args.keep:
+            done = tear_down(ledger, run_id, remove=lambda p: None)
+        else:
+            done = tear_down(ledger, run_id)
         say(f"cleaned up: {len(done['stopped'])} processes stopped, "
             f"{len(done['removed'])} directories removed")  # fmt: skip
     if status:
         return status
-    out = args.out or RESULTS / f"run-{result['date'][:10]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     say(f"wrote {out}")

@@ -15,13 +15,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.scale.cluster import PARTITION, Layout, slurmd_argv
 from elastic.manager.client import ManagerClient
 from elastic.policies import make_policy
-from elastic.slurm.client import ClientConfig, SlurmElasticClient
+from elastic.slurm.client import ClientConfig, NoProvisioner, SlurmElasticClient
 from elastic.slurm.commands import Slurm, subprocess_runner
 
 
@@ -34,26 +34,31 @@ def log_event(run: Path, **entry: object) -> None:
         os.close(fd)
 
 
+BOOT_DELAY = 2.0
+
+
 def booted_now() -> list[str]:
     """A time namespace whose boot clock starts now: Slurm 22.05 keeps a powering-up node
     waiting until its slurmd reports a boot later than the resume request, and a slurmd on
     this host would report the host's boot."""
     uptime = float(Path("/proc/uptime").read_text().split()[0])
     return ["unshare", "--time", "--fork", "--kill-child=SIGTERM",
-            f"--boottime=-{max(0, int(uptime) - 1)}"]  # fmt: skip
+            f"--boottime=-{int(uptime)}"]  # fmt: skip
 
 
-class EmulatedMachines:
-    """The provisioner: a machine is a slurmd process; nothing to configure."""
+class EmulatedMachines(NoProvisioner):
+    """The provisioner: a machine is a slurmd process; nothing to configure, and the rest is
+    what a pool that powers nothing does."""
 
-    powers = False
-    repairs = False
-
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, called: float) -> None:
         self.layout = layout
+        self.called = called
 
     def power_on(self, nodes: Sequence[str]) -> None:
         env = self.layout.env(os.environ.get("PTC_SCALE_RUN", ""))
+        # Slurm compares boot times in whole seconds: a boot in the second of the resume
+        # request counts as before it, so the machines boot two seconds after the call.
+        time.sleep(max(0.0, self.called + BOOT_DELAY - time.time()))
         for node in nodes:
             # slurmd makes its spool directory too late for its socket there
             (self.layout.run / "slurmd" / node).mkdir(parents=True, exist_ok=True)
@@ -63,34 +68,14 @@ class EmulatedMachines:
             )  # fmt: skip
             self.layout.ledger.process(proc.pid, f"slurmd {node}")
 
-    def configure(self, nodes: Sequence[str]) -> None:
-        pass
-
     def power_off(self, nodes: Sequence[str]) -> None:
         for node in nodes:
             pidfile = self.layout.run / "slurmd" / f"{node}.pid"
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
 
-    def running(self, nodes: Sequence[str]) -> list[str]:
-        return []
-
-    def lent(self, nodes: Sequence[str]) -> list[str]:
-        return []
-
-    def power_off_if(
-        self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
-    ) -> list[str]:
-        return []
-
     def check(self) -> str:
         return "emulated machines: one slurmd process each"
-
-    def renew(self, nodes: Sequence[str]) -> bool:
-        return False
-
-    def provision(self, nodes: Sequence[str], *, start: bool) -> None:
-        pass
 
 
 def main(argv: list[str]) -> int:
@@ -107,7 +92,7 @@ def main(argv: list[str]) -> int:
         Slurm(subprocess_runner(timeout=300)),
         ManagerClient(setup["manager"], token, timeout=120, ca=setup["ca"]),
         make_policy(setup.get("policy", "LIFO")),
-        provisioner=EmulatedMachines(layout),
+        provisioner=EmulatedMachines(layout, called),
         config=ClientConfig(partition=PARTITION, register_poll=0.5, register_timeout=540),
     )
     if verb == "resume":

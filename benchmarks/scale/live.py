@@ -277,7 +277,9 @@ def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: fl
         if held:
             hosts = expand(["scontrol", "show", "hostnames", held], env=env,
                            capture_output=True, text=True, check=False).stdout.split()  # fmt: skip
-            times = [called[h] for h in hosts if h in called]
+            # only resumes this job caused: a job on nodes already up (or resumed for an
+            # earlier job) waited for no ResumeProgram
+            times = [called[h] for h in hosts if h in called and called[h] >= at]
             if times:
                 to_resume.append(min(times) - at)
     to_register = [registered[n] - called[n] for n in called if n in registered]

@@ -148,3 +148,44 @@ def test_a_real_process_in_the_ledger_is_stopped(tmp_path: Path) -> None:
     done = tear_down(ledger, "no-such-run", find_marked=lambda run: [])
     assert done["stopped"] == [proc.pid]
     assert proc.wait(timeout=10) != 0
+
+
+def load_script() -> object:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "scale_bench.py"
+    spec = importlib.util.spec_from_file_location("scale_script_compare", path)
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+TOLERANCE = {
+    "default": {"relative": 0.5, "absolute": 0.0},
+    "compared": {"round_s": {"relative": 1.0, "absolute": 0.5}, "writes_per_s": {}},
+}
+
+
+def test_a_figure_beyond_its_tolerance_is_a_regression() -> None:
+    script = load_script()
+    base = {
+        "rounds": {"1000": {"jobs": {"10000": {"round_s": 1.0}}, "store": {"writes_per_s": 40.0}}}
+    }
+    worse = {
+        "rounds": {"1000": {"jobs": {"10000": {"round_s": 2.6}}, "store": {"writes_per_s": 19.0}}}
+    }
+    found = script.compare(worse, base, TOLERANCE)  # type: ignore[attr-defined]
+    assert [line.split(":")[0] for line in found] == [
+        "rounds.1000.jobs.10000.round_s",
+        "rounds.1000.store.writes_per_s",
+    ]
+
+
+def test_figures_within_tolerance_or_not_compared_pass() -> None:
+    script = load_script()
+    base = {"rounds": {"1000": {"jobs": {"10000": {"round_s": 1.0}}, "reclaim_s": 0.1}}}
+    now = {"rounds": {"1000": {"jobs": {"10000": {"round_s": 2.4}}, "reclaim_s": 9.0}}}
+    assert script.compare(now, base, TOLERANCE) == []  # type: ignore[attr-defined]
+    # a size the baseline lacks, or one the run lacks, is not compared
+    assert script.compare({"rounds": {}}, base, TOLERANCE) == []  # type: ignore[attr-defined]
