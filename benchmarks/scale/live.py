@@ -186,7 +186,8 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 def summary(values: list[float]) -> dict[str, float | None]:
-    return {"n": len(values), "p50": pct(values, 50), "p95": pct(values, 95),
+    return {"n": len(values), "min": min(values) if values else None,
+            "p50": pct(values, 50), "p95": pct(values, 95),
             "max": max(values) if values else None}  # fmt: skip
 
 
