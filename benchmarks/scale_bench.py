@@ -294,6 +294,25 @@ def plot() -> list[Path]:
             made.append(RESULTS / "rounds.png")
             fig.savefig(made[-1], dpi=120)
             plt.close(fig)
+    after = RESULTS / "rounds-after-snapshot-fix.json"
+    if base.exists() and after.exists():
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for label, path in (("before (baseline)", base), ("after the snapshot's fix", after)):
+            rounds = json.loads(path.read_text())["rounds"]
+            sizes = sorted(int(s) for s in rounds)
+            ys = [rounds[str(s)]["jobs"]["100000"]["vector_s"] for s in sizes]
+            ax.plot(sizes, ys, "o-", label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("pool size (nodes)")
+        ax.set_ylabel("compute_pv (s), 100,000 jobs queued")
+        ax.set_title("The preemption vector: before and after")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        made.append(RESULTS / "vector.png")
+        fig.savefig(made[-1], dpi=120)
+        plt.close(fig)
     return made
 
 

@@ -50,9 +50,13 @@ def parse_squeue(output: str, slurm: Slurm) -> list[JobRecord]:
 def snapshot(jobs: Iterable[JobRecord], nodes: Iterable[str], time: float) -> Snapshot:
     """The partition at ``time``: ``nodes`` in name order, then any other node a job uses."""
     order = sorted(set(nodes))
+    seen = set(order)  # a list's membership test made the snapshot quadratic in the pool
     infos = []
     for job in jobs:
-        order += [n for n in job.nodes if n not in order]
+        for node in job.nodes:
+            if node not in seen:
+                seen.add(node)
+                order.append(node)
         infos.append(job.info())
     return Snapshot(time, tuple(order), tuple(infos))
 
