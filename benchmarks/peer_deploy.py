@@ -60,6 +60,9 @@ from deploy_times import role_split  # noqa: E402
 
 from elastic import atomic  # noqa: E402
 from elastic.bench.plot import save_png  # noqa: E402
+from elastic.cluster_groups import SLURM_COMPUTE as COMPUTE  # noqa: E402
+from elastic.cluster_groups import SLURM_CONTROLLER as CONTROLLER  # noqa: E402
+from elastic.cluster_groups import SLURM_DBD as DBD  # noqa: E402
 from elastic.deploy import runner  # noqa: E402
 from elastic.deploy.target import Target  # noqa: E402
 from elastic.errors import DeployError, PtcError  # noqa: E402
@@ -207,19 +210,19 @@ def peer_vars(inventory: Mapping[str, Any], munge_key: Path) -> dict[str, Any]:
     """The role's variables for the cluster of a ptc inventory: its compute nodes and one
     partition of them, the controller, accounting through slurmdbd into MariaDB (through its
     socket, as slurmdbd's own Unix user), and the run's munge key."""
-    controllers, dbds = _group(inventory, "slurm_controller"), _group(inventory, "slurm_dbd")
-    computes = _group(inventory, "slurm_compute")
+    controllers, dbds = _group(inventory, CONTROLLER), _group(inventory, DBD)
+    computes = _group(inventory, COMPUTE)
     if len(controllers) != 1 or len(dbds) != 1 or not computes:
         raise ValueError(
-            "the inventory needs one slurm_controller, one slurm_dbd and some slurm_compute "
+            f"the inventory needs one {CONTROLLER}, one {DBD} and some {COMPUTE} "
             f"hosts (has {controllers}, {dbds}, {computes})"
         )
     return {
         # Which of the role's parts each host runs, from ptc's groups.
         "slurm_roles": (
-            "{{ (['controller'] if inventory_hostname in groups['slurm_controller'] else [])"
-            " + (['dbd'] if inventory_hostname in groups['slurm_dbd'] else [])"
-            " + (['exec'] if inventory_hostname in groups['slurm_compute'] else []) }}"
+            f"{{{{ (['controller'] if inventory_hostname in groups['{CONTROLLER}'] else [])"
+            f" + (['dbd'] if inventory_hostname in groups['{DBD}'] else [])"
+            f" + (['exec'] if inventory_hostname in groups['{COMPUTE}'] else []) }}}}"
         ),
         "slurm_munge_key": str(munge_key),
         "slurm_nodes": [{"name": n, "State": "UNKNOWN"} for n in computes],
@@ -258,7 +261,7 @@ def peer_playbook(vars_file: Path) -> list[dict[str, Any]]:
     return [
         {
             "name": "MariaDB for slurmdbd (the benchmark's tasks, not the role's)",
-            "hosts": "slurm_dbd",
+            "hosts": DBD,
             "tasks": [
                 {
                     "name": "Install MariaDB and the Python client of the mysql modules",
@@ -299,7 +302,7 @@ def peer_playbook(vars_file: Path) -> list[dict[str, Any]]:
         },
         {
             "name": "Slurm (the peer's role)",
-            "hosts": "slurm_controller:slurm_dbd:slurm_compute",
+            "hosts": f"{CONTROLLER}:{DBD}:{COMPUTE}",
             "vars_files": [str(vars_file)],
             "roles": [{"role": PEER_ROLE}],
         },
