@@ -60,6 +60,12 @@ class NodeControlError(TestbedError):
         self.body = body or {}
 
 
+class NoCapacity(NodeControlError):
+    """The site has no room now (no free machine on the testbed, an instance capacity or limit
+    error of a cloud): not the node's fault, so the node goes back to the pool powered down, and
+    the site is tried again later."""
+
+
 @dataclass(frozen=True)
 class TaskFailure:
     """One failed (or unreachable) Ansible task on one host."""

@@ -38,6 +38,22 @@ def parse_extravars(values: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def check_sites_file(exp: experiments.Experiment, extravars: dict[str, Any]) -> None:
+    """The pool's sites file, checked before anything changes; given relative to here, it
+    reaches Ansible by its absolute path."""
+    given = extravars.get("elastic_sites_file")
+    if not given:
+        return
+    from elastic.cluster_groups import SLURM_COMPUTE
+    from elastic.manager.workstation import inventory_groups
+    from elastic.slurm.sites import check_for_deploy
+
+    path = Path(str(given)).expanduser().absolute()
+    compute = inventory_groups(exp.inventory_path).get(SLURM_COMPUTE, [])
+    check_for_deploy(path, compute)
+    extravars["elastic_sites_file"] = str(path)
+
+
 def _vars_file(name: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(Path(name).read_text())
@@ -83,6 +99,7 @@ def deploy(
     exp = experiments.load(experiment)
     target = Target.of_experiment(exp)
     extravars = parse_extravars(extra)
+    check_sites_file(exp, extravars)
     control_cli.ensure(exp)  # the roles reach the testbed's services (the local file server)
     with draw.progress(err_console) as on_event, nodeops.awake(exp, "deploy", on_event):
         result = runner.deploy(

@@ -262,11 +262,13 @@ def overhead_cmd(
 def rebalance_cmd(
     name: Annotated[str, typer.Argument(help="experiment name")],
     sites: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--sites", help="sites file (YAML): each site's name, price, desired count, nodes"
+            "--sites",
+            help="sites file (YAML): each site's name, price, desired count, nodes; "
+            "default: the head's current one (the deploy's or the last round's)",
         ),
-    ],
+    ] = None,
     policy: Annotated[
         str, typer.Option("--policy", help="OI, FO or AP-X (e.g. AP-25)")
     ] = DEFAULT_DOWNSCALING_POLICY,

@@ -33,7 +33,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +50,10 @@ from elastic.slurm.commands import Slurm, SlurmCommandError
 from elastic.slurm.queue import compute_pv, parse_squeue
 
 log = logging.getLogger(__name__)
+
+# The Slurm reservations whose names start so are the client's: it makes, changes and removes
+# them to hold nodes back from Slurm (a paused site's, a site the pool does not grow onto).
+HOLD_PREFIX = "ptc-"
 
 
 class Provisioner(Protocol):
@@ -76,6 +80,15 @@ class Provisioner(Protocol):
     def lent(self, nodes: Sequence[str]) -> list[str]:
         """Those of ``nodes`` whose machines the testbed has lent to another experiment; []
         when it lends none."""
+        ...
+
+    def held_back(
+        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+    ) -> dict[str, list[str]]:
+        """Those of ``nodes`` (the pool, whose Slurm ``states`` are given, with ``demand``
+        nodes asked for by waiting jobs) that Slurm must not resume now (their site has no
+        capacity, or is not where the pool should grow), by the name of the reservation that
+        holds them (``ptc-...``); {} when none is."""
         ...
 
     def power_off_if(
@@ -122,6 +135,11 @@ class NoProvisioner:
 
     def lent(self, nodes: Sequence[str]) -> list[str]:
         return []
+
+    def held_back(
+        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+    ) -> dict[str, list[str]]:
+        return {}
 
     def power_off_if(
         self, nodes: Sequence[str], still: Callable[[list[str]], list[str]]
@@ -273,6 +291,7 @@ class SlurmElasticClient:
             self.report.end(f"resume: refused {nodes}, the partition is protected")
             return HookResult([], refused, {"total": 0.0}, started)
         taken: dict[str, str] = {}
+        short: set[str] = set()  # nodes whose site had no room: not counted against them
         ready = self._add(nodes, failed, taken)
         timings["manager"] = self.clock() - started
         # A node fails at the step that failed it, not when the others are ready: its job is
@@ -290,11 +309,14 @@ class SlurmElasticClient:
             try:
                 action(ready)
             except PtcError as err:
-                now_failed = {
-                    n: f"{step} failed: {why}" for n, why in failures_by_node(err, ready).items()
-                }
+                by_node = failures_by_node(err, ready)
+                full = set(getattr(err, "capacity", ())) & set(by_node)
+                now_failed = {n: f"{step} failed: {w}" for n, w in by_node.items() if n not in full}
+                no_room = {n: f"{step}: {w}" for n, w in by_node.items() if n in full}
                 self._fail(now_failed)
-                failed.update(now_failed)
+                self._no_capacity(no_room)
+                failed.update(now_failed | no_room)
+                short.update(no_room)
                 ready = [n for n in ready if n not in failed]
             timings[key] = self.clock() - t0
         gave_up: dict[str, str] = {}
@@ -317,7 +339,7 @@ class SlurmElasticClient:
                 failed[node] = f"called off: powered down ({state})"
                 called_off.append(node)
         timings["total"] = self.clock() - started
-        called_off += sorted(taken)
+        called_off += sorted(taken) + sorted(short)
         self._report_resume(nodes, ready, failed, timings, called_off=called_off)
         self.report.end(f"resume: ready {ready or 'none'}, failed {sorted(failed) or 'none'}")
         return HookResult(ready, failed, timings, started)
@@ -497,6 +519,53 @@ class SlurmElasticClient:
             except SlurmCommandError as err:
                 self.report.warning(f"{node}: could not mark DOWN and power down: {err}")
         self._give_back(sorted(failed))
+
+    def _no_capacity(self, failed: dict[str, str]) -> None:
+        """Nodes whose site had no room: the site's nodes are held back from Slurm first (so
+        the requeued job goes to another site's), then each is powered down now, never DOWN
+        (Slurm requeues the job that waited for it), and back to the pool."""
+        if not failed:
+            return
+        try:
+            self.sync_sites()
+        except (PtcError, SlurmCommandError) as err:
+            self.report.warning(f"could not hold the paused sites' nodes back: {err}")
+        for node, reason in sorted(failed.items()):
+            self.report.warning(f"{node}: {reason}")
+            try:
+                self.slurm.power_down([node], f"ptc resume: {reason}"[:250])
+            except SlurmCommandError as err:
+                self.report.warning(f"{node}: could not power down: {err}")
+        self._give_back(sorted(failed))
+
+    def sync_sites(self) -> dict[str, list[str]]:
+        """The nodes the provisioner holds back, each set in a Slurm reservation of its own
+        (``ptc-paused-SITE``: a site with no capacity; ``ptc-gated-SITE``: a site the pool
+        does not grow onto now): Slurm places no job on them, so none is resumed. A
+        reservation no longer wanted is changed or removed. The reservations as they should
+        now be."""
+        pool = sorted(self.pool_states) or sorted(n["name"] for n in self.manager.discover())
+        states = dict(self.pool_states or self.slurm.node_states(pool))
+        for node in self.slurm.dead_nodes(pool):  # sinfo's %T hides it when powered down
+            states[node] = states.get(node, "") + "*"
+        demand = self.slurm.pending_demand(self.config.slurm_partition)[1]
+        want = {
+            name: nodes
+            for name, nodes in self.provisioner.held_back(pool, states, demand).items()
+            if nodes
+        }
+        have = self.slurm.reservations(HOLD_PREFIX)
+        for name, nodes in want.items():
+            if name not in have:
+                self.slurm.reserve(name, nodes)
+                self.report.status(f"{name}: holding {','.join(nodes)} back")
+            elif sorted(have[name]) != sorted(nodes):
+                self.slurm.set_reservation_nodes(name, nodes)
+                self.report.status(f"{name}: holding {','.join(nodes)} back")
+        for name in sorted(set(have) - set(want)):
+            self.slurm.delete_reservation(name)
+            self.report.status(f"{name}: its nodes are let go")
+        return want
 
     def _power_off_and_give_back(self, nodes: list[str], hostlist: str) -> list[str]:
         """Power off (best effort: a node that will not stop still leaves the partition); the

@@ -139,6 +139,32 @@ class Slurm:
         """Clear DRAIN, leave the base state (powered down) as it is (Slurm >= 20.11)."""
         self.update_nodes(nodes, "UNDRAIN")
 
+    def reservations(self, prefix: str) -> dict[str, list[str]]:
+        """``{name: nodes}`` of the reservations whose names start with ``prefix``."""
+        found: dict[str, list[str]] = {}
+        for line in self.run(["scontrol", "show", "reservation", "-o"]).splitlines():
+            fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            name = fields.get("ReservationName", "")
+            if name.startswith(prefix):
+                hostlist = fields.get("Nodes", "")
+                found[name] = self.expand(hostlist) if hostlist and hostlist != "(null)" else []
+        return found
+
+    def reserve(self, name: str, nodes: Sequence[str]) -> None:
+        """Hold ``nodes`` in reservation ``name`` from now on, for root alone: Slurm places no
+        job on them, so power saving resumes none (a job running on one goes on)."""
+        self.run(
+            ["scontrol", "create", "reservation", f"ReservationName={name}",
+             f"Nodes={','.join(nodes)}", "StartTime=now", "Duration=infinite", "Users=root",
+             "Flags=IGNORE_JOBS"]
+        )  # fmt: skip
+
+    def set_reservation_nodes(self, name: str, nodes: Sequence[str]) -> None:
+        self.run(["scontrol", "update", f"ReservationName={name}", f"Nodes={','.join(nodes)}"])
+
+    def delete_reservation(self, name: str) -> None:
+        self.run(["scontrol", "delete", f"ReservationName={name}"])
+
     def partitions(self) -> dict[str, tuple[str, list[str]]]:
         """``{partition: (State, its nodes)}`` from ``scontrol show partition -o``."""
         found: dict[str, tuple[str, list[str]]] = {}
@@ -191,6 +217,25 @@ class Slurm:
             if name:
                 states[name] = state.strip().lower()
         return states
+
+    def dead_nodes(self, nodes: Sequence[str]) -> set[str]:
+        """Those of ``nodes`` Slurm counts as not responding, powered down ones too (whose
+        ``%T`` hides the ``*``): Slurm gives such a node to no job."""
+        if not nodes:
+            return set()
+        out = self.run(
+            [
+                "sinfo",
+                "--noheader",
+                "--Node",
+                "--dead",
+                "--nodes",
+                ",".join(nodes),
+                "--format",
+                "%N",
+            ]
+        )
+        return {line.strip() for line in out.splitlines() if line.strip()}
 
     def node_reasons(self, nodes: Sequence[str]) -> dict[str, tuple[str, str]]:
         """``{node: (state, reason)}`` from ``sinfo -N`` (reason ``none`` comes back empty)."""

@@ -41,14 +41,21 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from elastic import atomic, node_paths
-from elastic.errors import DeployError, InputError, NodeControlError, RemoteError, TaskFailure
+from elastic.errors import (
+    DeployError,
+    InputError,
+    NoCapacity,
+    NodeControlError,
+    RemoteError,
+    TaskFailure,
+)
 from elastic.remote import ssh
 from elastic.testbed.backends.cloudlab.portal import PortalControl, PortalSettings
 from elastic.testbed.backends.local import control as testbed_control
@@ -124,9 +131,11 @@ def subprocess_run(argv: Sequence[str], timeout: float) -> Completed:
 
 
 class ProvisionFailed(RemoteError):
-    """Power on or off failed on some nodes; ``failures`` maps each to what happened."""
+    """Power on or off failed on some nodes; ``failures`` maps each to what happened.
+    ``capacity``: those that failed because their site had no room (``NoCapacity``): not their
+    fault, they go back to the pool powered down."""
 
-    def __init__(self, step: str, failures: dict[str, str]) -> None:
+    def __init__(self, step: str, failures: dict[str, str], capacity: Iterable[str] = ()) -> None:
         text = "; ".join(f"{n}: {m}" for n, m in sorted(failures.items()))
         super().__init__(
             f"{step} failed on {', '.join(sorted(failures))}: {text}",
@@ -135,6 +144,7 @@ class ProvisionFailed(RemoteError):
             returncode=None,
         )
         self.failures = dict(failures)
+        self.capacity = frozenset(capacity) & set(failures)
 
 
 _TASK = re.compile(r"^TASK \[(?P<task>.*)\] \**\s*$")
@@ -275,7 +285,9 @@ class PlaybookProvisioner:
                     self.sleep(1.0)
                     continue
                 where = f"{step} (testbed{', ' + err.step if err.step else ''})"
-                raise ProvisionFailed(where, self._left_out(step, nodes, err)) from err
+                failures = self._left_out(step, nodes, err)
+                short = failures if isinstance(err, NoCapacity) else ()
+                raise ProvisionFailed(where, failures, capacity=short) from err
 
     def _left_out(self, step: str, nodes: Sequence[str], err: NodeControlError) -> dict[str, str]:
         assert self.control is not None
@@ -409,6 +421,12 @@ class PlaybookProvisioner:
         states = self.control.nodes()
         holding = ("running", "stopped") if self.node_operation == "release" else ("running",)
         return [n for n in nodes if states.get(n) in holding]
+
+    def held_back(
+        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+    ) -> dict[str, list[str]]:
+        """None: the sites' pauses are the dispatch's (``elastic.slurm.site_dispatch``)."""
+        return {}
 
     def lent(self, nodes: Sequence[str]) -> list[str]:
         """Those of ``nodes`` the node control says are lent to another experiment."""
@@ -544,7 +562,12 @@ _SETTINGS: dict[str, Callable[[Any], Any]] = {
 def from_settings(settings: Any) -> PlaybookProvisioner:
     """The provisioner the client's configuration names (``provisioner:
     elastic.slurm.provision:from_settings``); its settings are the extra keys of the file."""
-    extra: dict[str, Any] = dict(getattr(settings, "extra", {}) or {})
+    return PlaybookProvisioner(**provisioner_settings(dict(getattr(settings, "extra", {}) or {})))
+
+
+def provisioner_settings(extra: dict[str, Any]) -> dict[str, Any]:
+    """A :class:`PlaybookProvisioner`'s fields from the client's settings (its extra keys),
+    each checked; unknown keys are refused, naming them."""
     known = {
         *_SETTINGS,
         "playbook_command",
@@ -565,11 +588,36 @@ def from_settings(settings: Any) -> PlaybookProvisioner:
     control = node_control(extra) if operation != "none" else None
     try:
         given = {key: convert(extra[key]) for key, convert in _SETTINGS.items() if key in extra}
-        return PlaybookProvisioner(
-            playbook_command=tuple(command), node_operation=operation, control=control, **given
-        )
     except (TypeError, ValueError) as err:
         raise InputError(f"provisioner: {err}") from err
+    return {
+        "playbook_command": tuple(command),
+        "node_operation": operation,
+        "control": control,
+        **given,
+    }
+
+
+def control_of(
+    provider: str, settings: Mapping[str, Any], extra: dict[str, Any], where: str
+) -> PowerControl:
+    """What powers the machines of a site with ``provider`` and the provider's ``settings``
+    (from the sites file), the client's settings ``extra`` filling in what the site leaves
+    out (the testbed's socket and credential, the portal's token file)."""
+    if provider == "local":
+        return node_control({**extra, "node_control": {"kind": "testbed"}})
+    if provider == "cloudlab":
+        portal = dict(extra.get("node_control") or {})
+        if portal.get("kind") != "cloudlab_portal" or not portal.get("token_file"):
+            raise InputError(
+                f"{where}: provider cloudlab: the controller holds no portal token "
+                "(deploy with elastic_cloudlab_portal_token_src)"
+            )
+        merged = {**portal, **settings, "kind": "cloudlab_portal"}
+        return PortalControl(PortalSettings.from_mapping(merged, f"{where}: cloudlab"))
+    raise InputError(
+        f"{where}: provider {provider}: Slurm's hooks cannot reach it yet (known: local, cloudlab)"
+    )
 
 
 def node_control(extra: dict[str, Any]) -> PowerControl:

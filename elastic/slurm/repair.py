@@ -97,6 +97,9 @@ def cause_of(state: str, reason: str) -> Cause | None:
 # Drift: Slurm counts on a node whose machine the testbed has stopped (it crashed, someone
 # stopped it). Slurm would find out only at SlurmdTimeout, and not at all for a CLOUD node.
 LOST = Cause("power down", "its machine is off while Slurm counted it up")
+# Drift: Slurm holds a powered-down node as not responding (seen after slurmctld restarts):
+# no job can have it and nothing resumes it, so it is lost to the pool until powered down anew.
+DEAF = Cause("power down", "Slurm holds it powered down and not responding: no job may have it")
 # Drift: the pool lists a node as free (or ours) whose machine the testbed lent to another
 # experiment: Slurm could resume it, and the resume would fail. The lender holds it instead.
 LENT = Cause("hand over", "its machine is lent to another experiment")
@@ -162,9 +165,18 @@ class RepairLoop:
         reasons = client.slurm.node_reasons(mine) if mine else {}
         stopped = self._stopped_under_slurm(reasons)
         lent = self._lent(reasons)
+        deaf = self._deaf(reasons)
         seen: dict[str, tuple[Cause, int]] = {}
         for node, (state, reason) in sorted(reasons.items()):
-            cause = LOST if node in stopped else LENT if node in lent else cause_of(state, reason)
+            cause = (
+                LOST
+                if node in stopped
+                else LENT
+                if node in lent
+                else DEAF
+                if node in deaf
+                else cause_of(state, reason)
+            )
             if cause is None or node in busy:
                 continue
             before = self._seen.get(node)
@@ -210,6 +222,15 @@ class RepairLoop:
             return set(up) - set(provisioner.running(up))
         except PtcError as err:
             self.report.warning(f"drift: the machines' power: {err}")
+            return set()
+
+    def _deaf(self, reasons: dict[str, tuple[str, str]]) -> set[str]:
+        """Nodes Slurm holds powered down (not on the way up or down) and not responding."""
+        resting = [n for n, (state, _) in reasons.items() if state.endswith("~")]
+        try:
+            return self.client.slurm.dead_nodes(resting)
+        except SlurmCommandError as err:
+            self.report.warning(f"drift: the nodes not responding: {err}")
             return set()
 
     def _lent(self, reasons: dict[str, tuple[str, str]]) -> set[str]:

@@ -76,6 +76,7 @@ from elastic.policies import (
     make_downscaling_policy,
     make_policy,
 )
+from elastic.slurm import hostlist
 from elastic.slurm.client import (
     ClientConfig,
     HookResult,
@@ -88,7 +89,7 @@ from elastic.slurm.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from elastic.slurm.metrics import ClientMetrics
 from elastic.slurm.rebalance import run_round
 from elastic.slurm.repair import Lender, RepairConfig, RepairLoop
-from elastic.slurm.sites import load_sites
+from elastic.slurm.sites import check_same_providers, features, load_sites
 
 log = logging.getLogger("ptc.elastic.slurm")
 
@@ -255,6 +256,7 @@ def create_app(
             ("pv", pv_interval, client.report_pv),
             ("sync", sync_interval, client.sync_pool),
             ("protect", sync_interval, client.sync_protection),
+            ("sites", sync_interval, client.sync_sites),
             ("power", power_interval, client.settle_power),
             ("step", 0.0, client.step),
         ]
@@ -398,7 +400,11 @@ def _rebalance(sites_file: Path | None, policy_name: str, log_file: Path | None)
             raise InputError("rebalance: --sites FILE is missing")
         policy = make_downscaling_policy(policy_name)
         slurm = Slurm(subprocess_runner())
-        sites = load_sites(sites_file, slurm.expand)
+        sites = load_sites(sites_file, slurm.expand, need_desired=True)
+        current = Path(node_paths.SITES_FILE)
+        if sites_file != current and current.is_file():
+            deployed = load_sites(current, slurm.expand)
+            check_same_providers(deployed, sites, f"sites file {sites_file}")
         with _one_round_at_a_time(log_file):
             report = run_round(slurm, sites, policy, time.time(), to_logger(log))
     except PtcError as err:
@@ -412,15 +418,35 @@ def _rebalance(sites_file: Path | None, policy_name: str, log_file: Path | None)
     return 0
 
 
+def _site_features(sites_file: Path | None) -> int:
+    """Each node's Slurm features from its site, as JSON on stdout."""
+    try:
+        if sites_file is None:
+            raise InputError("site-features: --sites FILE is missing")
+        print(json.dumps(features(load_sites(sites_file, hostlist.expand)), sort_keys=True))
+    except PtcError as err:
+        print(f"site-features: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elastic.slurm")
     parser.add_argument("--config", type=Path, default=Path(node_paths.SLURM_CLIENT_CONFIG))
     parser.add_argument(
         "action",
-        choices=["serve", "resume", "suspend", "resume-fail", "rebalance", "check-node-control"],
+        choices=[
+            "serve",
+            "resume",
+            "suspend",
+            "resume-fail",
+            "rebalance",
+            "check-node-control",
+            "site-features",
+        ],
     )
     parser.add_argument("hostlist", nargs="?", default="")
-    parser.add_argument("--sites", type=Path, help="rebalance: the sites file")
+    parser.add_argument("--sites", type=Path, help="rebalance, site-features: the sites file")
     parser.add_argument(
         "--policy", default=DEFAULT_DOWNSCALING_POLICY, help="rebalance: OI, FO or AP-X"
     )
@@ -437,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.every or status == InputError.exit_code:
                 return status
             time.sleep(args.every)
+    if args.action == "site-features":  # at deploy: each node's site, for slurm.conf
+        return _site_features(args.sites)
     settings = SlurmClientSettings.load(args.config)
     if args.action == "check-node-control":  # at deploy: the answer goes to the deployer
         try:

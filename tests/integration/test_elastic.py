@@ -32,6 +32,7 @@ import math
 import os
 import shlex
 import subprocess
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
@@ -46,7 +47,7 @@ from remote import ssh, wait_for
 from support.fake_ec2_bridge import FakeEc2Bridge
 from support.moto_server import FAKE_CREDENTIALS, moto_server
 
-from elastic import node_paths
+from elastic import atomic, node_paths
 from elastic.errors import PtcError
 from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden, Unauthenticated
@@ -72,8 +73,19 @@ SUSPEND_TIME = 20
 PROTECT_AFTER = 3
 REPAIR_INTERVAL = 20
 HEALTH_FREE_MB = {"/": 1024, "/tmp": 256, "/dev/shm": 16}
+# The pool as two sites of the local testbed, as deployed: node-0/1 cheap (wanted: both),
+# node-2/3 twice the price (wanted: none). Each node has its site as a Slurm feature; the
+# rebalancing tests' rounds read the same sites.
+CHEAP, DEAR = ["node-0", "node-1"], ["node-2", "node-3"]
+SITES = (
+    "sites:\n"
+    "  - {name: cheap, price: 1, desired: 2, nodes: 'node-[0-1]'}\n"
+    "  - {name: dear, price: 2, desired: 0, nodes: 'node-[2-3]'}\n"
+)
+SITES_PATH = Path(tempfile.gettempdir()) / "ptc-test-elastic-sites.yml"
 EXTRAVARS = [
     "ptc_elastic=true",
+    f"elastic_sites_file={SITES_PATH}",
     f"slurm_power_save_suspend_time={SUSPEND_TIME}",
     "slurm_power_save_suspend_timeout=15",
     "slurm_power_save_resume_timeout=90",
@@ -91,6 +103,9 @@ EXTRAVARS = [
     f"slurm_health_check_free_mb={json.dumps(HEALTH_FREE_MB)}",
     # Prometheus on the head, scraping the node exporters, the managers and the Slurm client.
     "ptc_monitoring=true",
+    # A site with no capacity is paused 20 s (not 5 minutes), so its probe comes within a test.
+    "elastic_site_pause_first=20",
+    "elastic_site_pause_most=60",
 ]
 MARKS = "/home/ptc/elastic-marks"
 # The second group (see the module's docstring).
@@ -120,6 +135,7 @@ def small_testbed(tmp_path_factory: pytest.TempPathFactory, ptc: Any) -> Iterato
 def cluster(
     experiment_factory: Callable[..., Path], ptc: Any, request: pytest.FixtureRequest
 ) -> Path:
+    atomic.write_text(SITES_PATH, SITES)  # every worker writes the same sites
     reuse = os.environ.get("PTC_TEST_ELASTIC_REUSE")
     if reuse:  # developing: an experiment deployed with EXTRAVARS already, kept afterwards
         expdir = Path(reuse).resolve()
@@ -1095,6 +1111,8 @@ def through_the_portal(leaves_pool_idle: Path, ptc: Any, tmp_path: Path) -> Iter
         f"elastic_cloudlab_portal_url=http://{PORTAL}",
         f"elastic_cloudlab_portal_token_src={tmp_path / 'portal.token'}",
         f"elastic_cloudlab_experiment=ptc,{NAME}",
+        # the sites above are the local testbed's: through the portal, the pool is in no site
+        "elastic_sites_file=",
     ]
     try:
         deployed = ptc("deploy", NAME, "--limit", "head",
@@ -1159,12 +1177,82 @@ def test_through_the_cloudlab_portal_a_job_starts_a_stopped_node_and_the_suspend
 
 
 # -- a pool across two sites: the thesis's Ch. 2 downscaling, live on Slurm ----------------
-CHEAP, DEAR = ["node-0", "node-1"], ["node-2", "node-3"]
-SITES = (
-    "sites:\n"
-    "  - {name: cheap, price: 1, desired: 2, nodes: 'node-[0-1]'}\n"
-    "  - {name: dear, price: 2, desired: 0, nodes: 'node-[2-3]'}\n"
-)
+@FAULTS_AND_LENDING
+def test_each_node_has_its_site_as_a_feature_and_a_job_asked_for_a_site_runs_there(
+    leaves_pool_idle: Path, ptc: Any, tmp_path: Path
+) -> None:
+    """The sites file given at deploy: the controller checks each site's provider, each node
+    carries its site as a Slurm feature, and a job asking for the dear site (--constraint)
+    resumes one of its nodes through that site's provider and runs there. A sites file naming
+    a node the experiment does not have is refused by `ptc deploy`, naming the file, the site
+    and the field, before anything runs: the head keeps the deployed sites."""
+    expdir = leaves_pool_idle
+    checked = ssh(
+        expdir,
+        "head",
+        f"PYTHONPATH={node_paths.REPOSITORY} {node_paths.ELASTIC_VENV}/bin/python -m elastic.slurm"
+        f" --config {node_paths.SLURM_CLIENT_CONFIG} check-node-control",
+    ).stdout
+    assert "site cheap (local, power)" in checked and "site dear (local, power)" in checked, checked
+    shown = ssh(expdir, "head", "sinfo --noheader --Node --format='%N %f'").stdout
+    features = dict(line.split() for line in shown.splitlines())
+    assert {n: features[n] for n in NODES} == {
+        **dict.fromkeys(CHEAP, "cheap"),
+        **dict.fromkeys(DEAR, "dear"),
+    }, shown
+    job_id = sbatch(expdir, "-N1 --constraint=dear -t 5", "hostname")
+    done = completed(expdir, job_id, 300)
+    assert set(expand(expdir, done["nodes"])) <= set(DEAR), done
+
+    bad = tmp_path / "sites.yml"
+    bad.write_text(SITES.replace("node-[2-3]", "node-[3-4]"))
+    refused = ptc("deploy", NAME, "--limit", "head", "-e", "ptc_elastic=true",
+                  "-e", f"elastic_sites_file={bad}")  # fmt: skip
+    assert refused.returncode != 0
+    said = " ".join(refused.stderr.split())
+    assert f"sites file {bad}: sites[1] (dear): field nodes: node-4 is not a compute node" in (
+        said
+    ), refused.stderr
+    assert ssh(expdir, "head", f"cat {node_paths.SITES_FILE}").stdout == SITES
+
+
+@FAULTS_AND_LENDING
+def test_a_growth_policy_grows_the_pool_onto_the_site_it_picks(
+    leaves_pool_idle: Path, ptc: Any, tmp_path: Path
+) -> None:
+    """Slurm alone resumes node-0 first; with the sites' prices the other way round (node-2/3
+    cheaper) and the growth policy `cheapest`, the dearer site's free nodes are held back
+    (`ptc-gated-paid`), so a one-node job resumes a node of the cheaper site, and a three-node
+    job opens the dearer site for the node the cheaper one lacks. Deployed on the head alone,
+    and back afterwards."""
+    expdir = leaves_pool_idle
+    sites = tmp_path / "growth-sites.yml"
+    sites.write_text(
+        "sites:\n"
+        "  - {name: paid, price: 2, nodes: 'node-[0-1]'}\n"
+        "  - {name: spare, price: 1, nodes: 'node-[2-3]'}\n"
+    )
+    growth = [*EXTRAVARS, f"elastic_sites_file={sites}", "elastic_growth_policy=cheapest"]
+    deploy(ptc, "head", growth)
+    try:
+        wait_for(
+            "the dearer site held back",
+            lambda: reservations(expdir) == {"ptc-gated-paid": CHEAP},
+            60,
+        )
+        one = sbatch(expdir, "-N1 -t 5", "hostname")
+        done = completed(expdir, one, 300)
+        assert set(expand(expdir, done["nodes"])) <= set(DEAR), done
+        started = time.time()
+        three = sbatch(expdir, "-N3 -t 5", "hostname")
+        done = completed(expdir, three, 300)
+        nodes = set(expand(expdir, done["nodes"]))
+        assert set(DEAR) <= nodes and len(nodes & set(CHEAP)) == 1, done
+        print(f"three-node job across both sites: completed {time.time() - started:.0f} s "
+              "after its submission")  # fmt: skip
+    finally:
+        deploy(ptc, "head", EXTRAVARS)
+    wait_for("the sites let go", lambda: reservations(expdir) == {}, 60)
 
 
 def rebalance(ptc: Any, sites: Path, policy: str) -> dict[str, Any]:
@@ -1254,7 +1342,7 @@ def test_fo_drains_the_dear_site_kills_nothing_and_powers_it_down_once_idle(
     bad.write_text(SITES.replace("desired: 0", "desired: 3"))
     refused = ptc("elastic", "rebalance", NAME, "--sites", str(bad), "--policy", "FO")
     assert refused.returncode != 0
-    assert f"{bad}: sites[1]: field desired: 3 is more than its 2 nodes" in " ".join(
+    assert f"{bad}: sites[1] (dear): field desired: 3 is more than max_nodes 2" in " ".join(
         refused.stderr.split()
     ), refused.stderr
     jobs = fill_both_sites(expdir, "fo")
@@ -1733,9 +1821,12 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
 ) -> None:
     """The Part-Time Cloud's own setting: at rest the partition parks its free pool (the
     machines leave the experiment, free on the testbed), another user takes every free machine,
-    and a job's resume then fails cleanly (the node DOWN with the testbed's reason, the job
-    requeued, the node back in the pool, parked); once that user gives the machines back, the
-    job's node is allocated again on a fresh disk, configured whole from the head, and runs it."""
+    and a job's resume then finds no capacity on its node's site: the node goes back to the
+    pool powered down with the testbed's reason (never DOWN), the job is requeued, and the
+    site's nodes are held back in a reservation while the site is paused. Once that user gives
+    the machines back and the pause is over, the next resume probes the site: the job's node is
+    allocated again on a fresh disk, configured whole from the head, and runs it; nobody
+    resumes anything by hand, and the site is whole again."""
     expdir = leaves_pool_idle
     args = ["deploy", NAME, "--limit", "head"]
     for extra in RELEASE_VARS:
@@ -1762,20 +1853,21 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
     assert capacity.usage().free == 0
     job_id = sbatch(expdir, "-N1 -w node-1", "cat /proc/sys/kernel/random/boot_id")
     try:
-        _, reason = wait_for(
-            "node-1 DOWN for want of a machine, back in the pool",
-            lambda: down_and_given_back(expdir, "node-1"),
-            240,
+        wait_for(f"job {job_id} requeued, not lost", lambda: requeued(expdir, job_id), 240)
+        state, reason = wait_for(
+            "node-1 powered down for want of a machine, back in the pool",
+            lambda: powered_down_and_given_back(expdir, "node-1"),
+            120,
         )
-        assert reason.startswith("ptc resume: power on failed:"), reason
+        assert not state.startswith("down"), state
+        assert reason.startswith("ptc resume: power on: site cheap: no capacity"), reason
         assert f"0 free of {MACHINES}" in reason, reason
-        wait_for(f"job {job_id} requeued, not lost", lambda: requeued(expdir, job_id), 120)
+        assert reservations(expdir) == {"ptc-paused-cheap": CHEAP}
         assert node_states(NAME)["node-1"] == "parked"
     finally:
         proc = ptc("node", "release", LENDEE, *extras)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # the administrator resumes the node; its machine comes back fresh and the job runs
-    ssh(expdir, "head", "scontrol update nodename=node-1 state=resume")
+    # the pause over, the site is probed by the job's own resume: a fresh node-1 runs it
     done = wait_for(
         f"job {job_id} to complete on a fresh node-1",
         lambda: (a := sacct(expdir, job_id)).get("state") == "COMPLETED" and a,
@@ -1783,6 +1875,7 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
         5,
     )
     assert done["nodes"] == "node-1" and done["exit"] == "0:0", done
+    assert reservations(expdir) == {}
     # its job done, the machine goes back to the testbed at once (per-job), not after SuspendTime
     wait_for(
         "node-1 parked again",
@@ -1791,6 +1884,25 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
         5,
     )
     assert slurm_nodes(expdir)["node-1"][1] == f"ptc: per-job, job {job_id} ended"
+
+
+def powered_down_and_given_back(expdir: Path, node: str) -> tuple[str, str] | None:
+    """``(state, reason)`` once ``node`` is powered down with a reason ptc gave and is back in
+    the pool."""
+    state, reason = slurm_nodes(expdir)[node]
+    mine = "~" in state and reason.startswith("ptc resume:")
+    return (state, reason) if mine and owners(expdir)[node] is None else None
+
+
+def reservations(expdir: Path) -> dict[str, list[str]]:
+    """The reservations the client holds nodes back in (``ptc-...``), and their nodes."""
+    out = ssh(expdir, "head", "scontrol show reservation -o", check=False).stdout
+    found = {}
+    for line in out.splitlines():
+        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if fields.get("ReservationName", "").startswith("ptc-"):
+            found[fields["ReservationName"]] = expand(expdir, fields["Nodes"])
+    return found
 
 
 # -- the ledger: node-hours from sacct and the manager's log -----------------------------------

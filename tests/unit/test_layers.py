@@ -47,7 +47,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "policies": set(),
     "remote": set(),
     "sim": {"bench", "policies"},
-    "slurm": {"manager", "policies", "remote", "testbed"},
+    "slurm": {"manager", "policies", "remote", "sites", "testbed"},
     "testbed": {"profile"},
     "profile": set(),
     "sites": set(),

@@ -121,7 +121,7 @@ class Ec2Settings:
         raw_sites = data.get("sites") or {}
         if not isinstance(raw_sites, Mapping):
             raise InputError("sites: not a mapping of site name to its settings")
-        sites = {str(name): _site(str(name), fields) for name, fields in raw_sites.items()}
+        sites = {str(name): parse_site(str(name), fields) for name, fields in raw_sites.items()}
         return cls(
             region=str(data.get("region", "")),
             sites=sites,
@@ -141,7 +141,7 @@ SITE_FIELDS = {
 }
 
 
-def _site(name: str, fields: Any) -> SiteSettings:
+def parse_site(name: str, fields: Any) -> SiteSettings:
     if not isinstance(fields, Mapping):
         raise InputError(f"sites.{name}: not a mapping of fields")
     _no_unknown(fields, SITE_FIELDS, f"sites.{name}")

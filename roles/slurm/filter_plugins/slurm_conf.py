@@ -98,11 +98,24 @@ def slurm_node_specs(
 
 
 def slurm_node_lines(
-    nodes: Iterable[NodeSpec], options: Mapping[str, Any], powered_down: Collection[str]
+    nodes: Iterable[NodeSpec],
+    options: Mapping[str, Any],
+    powered_down: Collection[str],
+    features: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """Each node's NodeName entry (what follows ``NodeName=``): its address, CPUs, the topology
     when sockets x cores x threads adds up to the CPUs, RealMemory, ``options`` in their order,
-    and State: CLOUD for a node power saving starts powered down, else UNKNOWN."""
+    its ``features`` (by node name), and State: CLOUD for a node power saving starts powered
+    down, else UNKNOWN."""
+    features = features or {}
+    for name, words in features.items():
+        if isinstance(words, str) or not all(
+            isinstance(w, str) and w and all(c.isalnum() or c in "-_." for c in w) for w in words
+        ):
+            raise ValueError(
+                f"slurm_node_features: {name}: {words!r} is not a list of words "
+                "(letters, digits, dashes, dots, underscores)"
+            )
     lines = []
     for node in nodes:
         words = [node["name"], f"NodeAddr={node['address']}", f"CPUs={node['cpus']}"]
@@ -115,6 +128,8 @@ def slurm_node_lines(
             ]
         words.append(f"RealMemory={node['real_memory']}")
         words += [f"{key}={_value(value)}" for key, value in options.items()]
+        if features.get(node["name"]):
+            words.append(f"Features={','.join(features[node['name']])}")
         words.append(f"State={'CLOUD' if node['name'] in powered_down else 'UNKNOWN'}")
         lines.append(" ".join(words))
     return lines

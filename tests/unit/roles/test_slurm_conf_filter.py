@@ -132,6 +132,18 @@ def test_node_options_follow_real_memory_in_their_order() -> None:
     ), line
 
 
+def test_a_node_s_features_come_before_its_state() -> None:
+    big, small = sc.slurm_node_lines(nodes("big", "small"), {}, ["small"], {"small": ["cloud"]})
+    assert "Features" not in big
+    assert small.endswith(" Features=cloud State=CLOUD")
+
+
+@pytest.mark.parametrize("words", ["cloud", ["two words"], [""], [3]])
+def test_features_that_are_not_words_are_refused_naming_the_node(words: Any) -> None:
+    with pytest.raises(ValueError, match="slurm_node_features: small: "):
+        sc.slurm_node_lines(nodes("small"), {}, [], {"small": words})
+
+
 def test_no_compute_nodes() -> None:
     assert nodes() == []
     assert sc.slurm_node_lines([], {"Feature": "x"}, []) == []

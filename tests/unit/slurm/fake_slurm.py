@@ -54,6 +54,8 @@ class FakeSlurm:
     register_after: int = 0  # sinfo polls before a resumed node shows registered
     known: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")  # Slurm's nodes
     slurmd_started: dict[str, str] = field(default_factory=dict)  # node -> ISO time
+    reservations: dict[str, list[str]] = field(default_factory=dict)  # name -> nodes
+    dead: set[str] = field(default_factory=set)  # not responding, as sinfo --dead shows
     # partition -> [State, its hostlist]
     partitions: dict[str, list[str]] = field(
         default_factory=lambda: {"main": ["UP", "node-[0-3]"], "debug": ["UP", "head"]}
@@ -99,6 +101,26 @@ class FakeSlurm:
                 f"PartitionName={name} AllowGroups=ALL Nodes={hosts} State={state} TotalNodes=4\n"
                 for name, (state, hosts) in self.partitions.items()
             )
+        if argv[:4] == ["scontrol", "show", "reservation", "-o"]:
+            if not self.reservations:
+                return "No reservations in the system\n"
+            return "".join(
+                f"ReservationName={name} StartTime=2026-11-30T12:00:00 Nodes={','.join(nodes)} "
+                f"NodeCnt={len(nodes)} Users=root Flags=IGNORE_JOBS,SPEC_NODES\n"
+                for name, nodes in self.reservations.items()
+            )
+        if argv[:3] == ["scontrol", "create", "reservation"]:
+            fields = dict(a.split("=", 1) for a in argv[3:])
+            self.reservations[fields["ReservationName"]] = expand(fields["Nodes"])
+            return f"Reservation created: {fields['ReservationName']}\n"
+        if argv[:2] == ["scontrol", "update"] and argv[2].startswith("ReservationName="):
+            self.reservations[argv[2].removeprefix("ReservationName=")] = expand(
+                argv[3].removeprefix("Nodes=")
+            )
+            return ""
+        if argv[:2] == ["scontrol", "delete"]:
+            del self.reservations[argv[2].removeprefix("ReservationName=")]
+            return ""
         if argv[:2] == ["scontrol", "update"] and argv[2].startswith("PartitionName="):
             self.partitions[argv[2].removeprefix("PartitionName=")][0] = argv[3].split("=")[1]
             return ""
@@ -135,6 +157,9 @@ class FakeSlurm:
             self.cancelled.append(argv[1])
             self.jobs = [j for j in self.jobs if j.job_id != argv[1]]
             return ""
+        if cmd == "sinfo" and "--dead" in argv:
+            nodes = expand(argv[argv.index("--nodes") + 1])
+            return "".join(f"{n}\n" for n in nodes if n in self.dead)
         if cmd == "sinfo" and argv[-1] == "%N|%T|%E":
             nodes = expand(argv[argv.index("--nodes") + 1])
             return "".join(

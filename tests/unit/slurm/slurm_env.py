@@ -3,7 +3,7 @@ Slurm, and a provisioner that records its steps."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from elastic.errors import DeployError, TaskFailure
 from elastic.manager import Manager, Principal
 from elastic.slurm.client import SlurmElasticClient
+from elastic.slurm.provision import ProvisionFailed
 
 T0 = 1_800_000_000.0
 NODES = ("node-0", "node-1", "node-2", "node-3")
@@ -37,6 +38,8 @@ class Provisioner:
     fail: str = ""
     on: set[str] = field(default_factory=set)  # machines running (a testbed that powers them)
     away: set[str] = field(default_factory=set)  # machines lent to another experiment
+    full: set[str] = field(default_factory=set)  # nodes whose site has no room now
+    held: dict[str, list[str]] = field(default_factory=dict)  # held back, by site
 
     def _step(self, step: str, nodes: Sequence[str]) -> None:
         self.calls.append((step, list(nodes)))
@@ -48,7 +51,16 @@ class Provisioner:
 
     def power_on(self, nodes: Sequence[str]) -> None:
         self._step("power_on", nodes)
+        if short := sorted(self.full & set(nodes)):
+            raise ProvisionFailed(
+                "power on", dict.fromkeys(short, "no free machine on the testbed"), short
+            )
         self.on |= set(nodes)
+
+    def held_back(
+        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+    ) -> dict[str, list[str]]:
+        return {name: [n for n in held if n in nodes] for name, held in self.held.items()}
 
     def configure(self, nodes: Sequence[str]) -> None:
         self._step("configure", nodes)

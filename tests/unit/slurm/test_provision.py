@@ -25,7 +25,7 @@ from elastic.slurm.provision import (
     from_settings,
 )
 from elastic.slurm.service import SlurmClientSettings
-from elastic.testbed.backends.local.control.client import ControlError
+from elastic.testbed.backends.local.control.client import ControlError, ControlNoCapacity
 
 YAML_FAILURE = """
 PLAY [Resume elastic pool nodes] ***********************************************
@@ -520,10 +520,12 @@ def test_a_fresh_disk_without_keys_in_the_answer_is_a_failure(tmp_path: Path) ->
     assert list(caught.value.failures) == ["node-1"]  # the node fails, with the reason
 
 
-def test_a_testbed_with_no_free_machine_fails_the_resume_naming_the_node(tmp_path: Path) -> None:
-    full = ControlError(
-        "control service: 502: allocate: the local testbed has 0 free machines of 7",
-        status=502,
+def test_a_testbed_with_no_free_machine_fails_the_resume_as_no_capacity(tmp_path: Path) -> None:
+    """The node fails, named, and marked as failed for its site's lack of room (the client
+    powers it down rather than DOWN, and the site is paused); another failure is not."""
+    full = ControlNoCapacity(
+        "control service: 503: allocate: the local testbed has 0 free machines of 7",
+        status=503,
         node="node-1",
         step="allocate",
     )
@@ -533,8 +535,13 @@ def test_a_testbed_with_no_free_machine_fails_the_resume_naming_the_node(tmp_pat
     with pytest.raises(ProvisionFailed) as caught:
         prov.power_on(["node-1"])
     assert list(caught.value.failures) == ["node-1"]
+    assert caught.value.capacity == {"node-1"}
     assert "free machines" in caught.value.failures["node-1"]
     assert "allocate (testbed, allocate)" in str(caught.value)
+    control.refuse = ControlError("control service: 502: podman failed", status=502)
+    with pytest.raises(ProvisionFailed) as broken:
+        prov.power_on(["node-1"])
+    assert broken.value.capacity == frozenset()
 
 
 def test_a_repair_renews_the_disk_under_power_and_configures_it_whole(tmp_path: Path) -> None:

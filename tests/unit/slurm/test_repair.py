@@ -225,6 +225,22 @@ def test_a_machine_stopped_under_slurm_is_powered_down_in_slurm_without_a_reload
     assert kinds(world) == ["repair-started", "node-repaired"]
 
 
+def test_a_powered_down_node_slurm_holds_not_responding_is_powered_down_anew(
+    world: World,
+) -> None:
+    """Seen after slurmctld restarts: IDLE+POWERED_DOWN+NOT_RESPONDING, shown as ``idle~``,
+    given to no job and resumed by nothing. A forced power down clears it."""
+    world.slurm.dead = {"node-3"}
+    repair = loop(world)
+    repair.round()
+    repair.round()
+    (update,) = world.slurm.updates()
+    assert update[2:4] == ["NodeName=node-3", "State=POWER_DOWN_FORCE"]
+    assert "powered down and not responding" in update[4]
+    assert world.prov.calls == []
+    assert kinds(world) == ["repair-started", "node-repaired"]
+
+
 def test_a_client_restarted_mid_repair_takes_its_claim_back_at_once(world: World) -> None:
     """The claim is the host's: a client killed mid-repair (its repair cut short, the node
     drained with the repair's reason) is mended by the client restarted on that host without

@@ -302,6 +302,38 @@ def test_resume_of_a_node_taken_meanwhile_powers_it_down_without_counting_a_fail
     assert world.slurm.reasons["node-1"] == "ptc: held by partition ref"
 
 
+def test_a_node_whose_site_has_no_room_goes_back_powered_down_and_its_site_is_held_back(
+    world: World,
+) -> None:
+    """No capacity is the site's condition, not the node's: the site's nodes are held back in
+    a reservation first (the requeued job goes elsewhere), the node is powered down (its job
+    requeued), never DOWN, back in the pool, and not counted towards protected mode. When the
+    site is no longer held back, the reservation goes."""
+    world.prov.full = {"node-2"}
+    world.prov.held = {"ptc-paused-dear": ["node-2", "node-3"]}
+    result = world.client.resume("node-[1-2]")
+    assert result.ready == ["node-1"] and list(result.failed) == ["node-2"]
+    assert world.slurm.reservations == {"ptc-paused-dear": ["node-2", "node-3"]}
+    reserved_at = world.slurm.calls.index(
+        next(c for c in world.slurm.calls if c[:3] == ["scontrol", "create", "reservation"])
+    )
+    powered_down_at = world.slurm.calls.index(
+        ["scontrol", "update", "NodeName=node-2", "State=POWER_DOWN_FORCE",
+         f"Reason={world.slurm.reasons['node-2']}"]
+    )  # fmt: skip
+    assert reserved_at < powered_down_at
+    assert world.slurm.reasons["node-2"].startswith("ptc resume: power on: no free machine")
+    assert world.slurm.states["node-2"] == "idle~"
+    assert world.owners()["node-2"] is None and world.owners()["node-1"] == "slurm"
+    assert world.manager.read().partitions["slurm"].protection.failures == 0
+    world.prov.held = {"ptc-paused-dear": ["node-3"]}
+    assert world.client.sync_sites() == {"ptc-paused-dear": ["node-3"]}
+    assert world.slurm.reservations == {"ptc-paused-dear": ["node-3"]}
+    world.prov.held = {}
+    world.client.sync_sites()
+    assert world.slurm.reservations == {}
+
+
 def test_a_node_left_down_while_held_elsewhere_is_returned_once_freed(world: World) -> None:
     world.manager.add_nodes(world.admin, "ref", nodes=["node-1"])
     world.slurm.states["node-1"] = "down~"  # Slurm shows DOWN over the holder's DRAIN

@@ -102,6 +102,21 @@ def test_an_accepted_file_becomes_the_heads_sites_file_after_the_round(
     assert current == f"mv -f {staged.group(1)} {node_paths.SITES_FILE}"
 
 
+def test_without_a_file_the_round_runs_over_the_heads_current_sites(
+    head: Head, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    inventory, _ = files
+    assert workstation.rebalance(inventory, tmp_path / "ssh_config", None, "FO") == REPORT
+    (round_,) = head.commands  # nothing staged, nothing moved
+    assert f"--sites {node_paths.SITES_FILE} --policy FO" in round_, round_
+    head.round_exit = InputError.exit_code
+    head.round_stderr = (
+        "rebalance: sites file {staged}: sites[0] (cheap): field desired is missing\n"
+    )
+    with pytest.raises(InputError, match=rf"sites file {node_paths.SITES_FILE}: sites\[0\]"):
+        workstation.rebalance(inventory, tmp_path / "ssh_config", None, "FO")
+
+
 def test_a_refused_file_names_the_workstations_file_and_leaves_the_current_one(
     head: Head, files: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ from elastic.profile import rspec
 from elastic.profile.topology import Interface, Login, Node, Topology
 from elastic.testbed import experiment as experiments
 from elastic.testbed import known_hosts
+from elastic.testbed.backends.local import capacity
 from elastic.testbed.backends.local.control import credential, service
 from elastic.testbed.backends.local.control.app import Settings
 from elastic.testbed.backends.local.control.journal import Journal
@@ -56,6 +57,7 @@ class FakeNodeOps:
         self.hold = set(nodes)  # the nodes whose operations wait for the gate
         self.entered = threading.Event()
         self.fail: str | None = None
+        self.full = False  # the testbed has no free machine: allocations are refused
         self.kept: dict[str, Node] = {}  # released nodes, as the manifest had them
 
     def _do(self, action: str, nodes: Sequence[str], on_event: OnEvent | None, to: str) -> None:
@@ -116,6 +118,9 @@ class FakeNodeOps:
         like: str | None = None,
         on_event: OnEvent | None = None,
     ) -> None:
+        if self.full:
+            usage = capacity.Usage(machines=len(self.state), from_file=False, holdings=[])
+            raise capacity.NoMachines(exp.name, len(nodes), usage)
         self._do("allocate", nodes, on_event, "running")
         # back in the manifest on a fresh disk: a new SSH port and new pinned host keys
         loaded = experiments.load(exp.name)

@@ -206,6 +206,34 @@ def test_failure_names_node_and_step_and_is_replayed(alpha: Experiment, ops: Fak
     assert len(ops.calls) == 1
 
 
+def test_no_free_machine_is_a_marked_503_the_client_raises_as_no_capacity(
+    alpha: Experiment, ops: FakeNodeOps
+) -> None:
+    """A testbed without a free machine is a condition of the site, not a failure of the
+    node: the answer says so, and the client's error is a NoCapacity the head pauses on."""
+    import httpx
+
+    from elastic.errors import NoCapacity
+    from elastic.testbed.backends.local.control.client import _answer
+
+    api = client(alpha, ops)
+    api.post("/v1/operations", json=operate("release", ["node-0"], "rel"), headers=auth(alpha))
+    ops.full = True
+    answer = api.post("/v1/operations", json=operate("allocate", ["node-0"]), headers=auth(alpha))
+    assert answer.status_code == 503 and answer.json()["capacity"] is True, answer.json()
+    assert "the local testbed has" in answer.json()["detail"]
+    with pytest.raises(NoCapacity, match="503: experiment 'alpha' needs 1"):
+        _answer(httpx.Response(503, json=answer.json()))
+    ops.full, ops.fail = False, "node-1"
+    broken = api.post(
+        "/v1/operations", json=operate("power_on", ["node-1"], "r2"), headers=auth(alpha)
+    )
+    assert broken.status_code == 502 and broken.json()["capacity"] is False
+    with pytest.raises(TestbedError) as caught:
+        _answer(httpx.Response(502, json=broken.json()))
+    assert not isinstance(caught.value, NoCapacity)
+
+
 def test_restart_after_an_interrupted_operation_runs_it_once_more(
     alpha: Experiment, ops: FakeNodeOps
 ) -> None:

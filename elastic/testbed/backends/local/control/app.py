@@ -43,6 +43,7 @@ from elastic.events import Event, OnEvent
 from elastic.profile import rspec
 from elastic.testbed import experiment as experiments
 from elastic.testbed import known_hosts
+from elastic.testbed.backends.local.capacity import NoMachines
 from elastic.testbed.backends.local.control import credential
 from elastic.testbed.backends.local.control.journal import FINISHED, REQUEST_ID, Journal, Record
 from elastic.testbed.backends.local.control.metrics import CONTENT_TYPE, ControlMetrics
@@ -310,11 +311,15 @@ def _run(settings: Settings, exp: Experiment, record: Record) -> Record:
         _operation(settings.ops, record.action)(exp, list(record.nodes), on_event)
     except Exception as err:  # every failure is recorded, so a retry replays it
         node, step = _where(err, events)
+        # no free machine is a lasting condition of the testbed, not this request's failure:
+        # 503, marked, so the head pauses the site instead of failing the node
+        capacity = isinstance(err, NoMachines)
         error = {
-            "status": 404 if isinstance(err, InputError) else 502,
+            "status": 404 if isinstance(err, InputError) else 503 if capacity else 502,
             "message": str(err),
             "node": node,
             "step": step or record.action,
+            "capacity": capacity,
         }
         log.info("request %s: failed: %s", record.id, err)
     steps = [_step(e, t) for e, t in zip(events, stamps, strict=True)]
@@ -410,6 +415,7 @@ def _answer(
                 "detail": error["message"],
                 "node": error.get("node"),
                 "step": error.get("step"),
+                "capacity": bool(error.get("capacity")),
                 "operation": body,
             },
             status_code=int(error.get("status", 502)),

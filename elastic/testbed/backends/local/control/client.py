@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from elastic.errors import NodeControlError
+from elastic.errors import NoCapacity, NodeControlError
 from elastic.testbed.backends.local.control import CREDENTIAL, SOCKET
 from elastic.testbed.backends.local.control.sockpath import SocketPath
 
@@ -149,6 +149,10 @@ class ControlClient:
             sock.close()
 
 
+class ControlNoCapacity(ControlError, NoCapacity):
+    """The testbed had no free machine for the operation."""
+
+
 def _answer(response: httpx.Response) -> dict[str, Any]:
     try:
         body: dict[str, Any] = response.json()
@@ -156,7 +160,8 @@ def _answer(response: httpx.Response) -> dict[str, Any]:
         body = {"detail": response.text.strip()}
     if response.is_success:
         return body
-    raise ControlError(
+    error = ControlNoCapacity if body.get("capacity") else ControlError
+    raise error(
         f"control service: {response.status_code}: {body.get('detail') or response.reason_phrase}",
         status=response.status_code,
         node=body.get("node"),
