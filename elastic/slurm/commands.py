@@ -223,19 +223,9 @@ class Slurm:
         ``%T`` hides the ``*``): Slurm gives such a node to no job."""
         if not nodes:
             return set()
-        out = self.run(
-            [
-                "sinfo",
-                "--noheader",
-                "--Node",
-                "--dead",
-                "--nodes",
-                ",".join(nodes),
-                "--format",
-                "%N",
-            ]
-        )
-        return {line.strip() for line in out.splitlines() if line.strip()}
+        # the dead few, not the pool's names on a command line: a pool may hold thousands
+        out = self.run(["sinfo", "--noheader", "--Node", "--dead", "--format", "%N"])
+        return {line.strip() for line in out.splitlines()} & set(nodes)
 
     def node_reasons(self, nodes: Sequence[str]) -> dict[str, tuple[str, str]]:
         """``{node: (state, reason)}`` from ``sinfo -N`` (reason ``none`` comes back empty)."""

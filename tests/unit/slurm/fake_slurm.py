@@ -158,8 +158,7 @@ class FakeSlurm:
             self.jobs = [j for j in self.jobs if j.job_id != argv[1]]
             return ""
         if cmd == "sinfo" and "--dead" in argv:
-            nodes = expand(argv[argv.index("--nodes") + 1])
-            return "".join(f"{n}\n" for n in nodes if n in self.dead)
+            return "".join(f"{n}\n" for n in sorted(self.dead))
         if cmd == "sinfo" and argv[-1] == "%N|%T|%E":
             nodes = expand(argv[argv.index("--nodes") + 1])
             return "".join(
