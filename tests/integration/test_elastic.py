@@ -848,7 +848,10 @@ def test_nodes_broken_four_ways_are_down_with_the_reason_and_the_repair_loop_men
         lambda: down_and_given_back(expdir, "node-3"),
         240,
     )
-    assert "ptc resume: configure failed: task 'elastic : Start slurmd' failed" in reason
+    # node-3 is of the site dear: its provisioner's failure names the site
+    assert "ptc resume: configure failed: site dear: task 'elastic : Start slurmd' failed" in (
+        reason
+    ), reason
     assert "masked" in reason
     wait_for(f"job {failing} requeued, not lost", lambda: requeued(expdir, failing), 60)
     # the health check drained node-1 (while it ran its job, which the loop waits for)
@@ -876,7 +879,7 @@ def test_nodes_broken_four_ways_are_down_with_the_reason_and_the_repair_loop_men
     assert first["node-0"] == "not responding"
     assert first["node-1"].startswith("health check: /dev/shm has ")
     assert first["node-2"] == "resume failed: slurmd did not register (ResumeTimeout)"
-    assert first["node-3"].startswith("resume failed: configure failed: task")
+    assert first["node-3"].startswith("resume failed: configure failed: site dear: task")
     for data in done.values():
         assert set(data["timings"]) == {"drain", "reload", "configure", "return"}, data
     # a fresh disk configured as the deploy configured it, with the settings it was given
