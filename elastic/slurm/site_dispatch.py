@@ -90,8 +90,8 @@ class SitesProvisioner:
         for site, provisioner, mine in self._split(nodes):
             where = f"site {site}: " if site != POOL else ""
             state = self.breaker.state(site) if paused else SiteState.CLOSED
-            if state is SiteState.OPEN:
-                pause = self.breaker.pauses()[site]
+            pause = self.breaker.pauses().get(site) if state is SiteState.OPEN else None
+            if pause is not None:  # (a pause another process just ended lets the site be asked)
                 failed.update(dict.fromkeys(mine, where + _paused(pause)))
                 short.update(mine)
                 continue
@@ -111,7 +111,9 @@ class SitesProvisioner:
                     full |= set(untried)
                     by_node |= dict.fromkeys(full, _paused(pause))
                 else:
+                    # not their fault: back powered down, like a site without room
                     by_node |= dict.fromkeys(untried, "not tried: the probe node failed")
+                    full |= set(untried)
                 failed.update({n: where + why for n, why in by_node.items()})
                 short.update(full)
                 continue

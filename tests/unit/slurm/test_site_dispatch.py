@@ -271,3 +271,28 @@ def test_with_a_growth_policy_the_sites_not_grown_onto_are_held_back_too(
     assert sites.held_back(ALL) == {}  # no states: nothing to steer by
     sites.breaker.trip("here", "0 free")
     assert sites.held_back(ALL, rest, 1) == {"ptc-paused-here": ["node-0", "node-1"]}
+
+
+def test_a_probe_failing_otherwise_leaves_the_others_untried_and_not_at_fault(
+    tmp_path: Path,
+) -> None:
+    from elastic.slurm.breaker import SiteBreaker
+
+    now = [1000.0]
+    calls: list[tuple[str, str, list[str]]] = []
+    here, portal = SITES
+    broken = Recorder("portal", calls, broken=frozenset({"node-2"}))
+    sites = SitesProvisioner(
+        ((here, Recorder("here", calls)), (portal, broken)),
+        Recorder("rest", calls),
+        SiteBreaker(None, first=60, most=600, clock=lambda: now[0]),
+    )
+    sites.breaker.trip("portal", "0 free")
+    now[0] += 60  # the pause is over: node-2 probes, and fails for a reason of its own
+    with pytest.raises(ProvisionFailed) as caught:
+        sites.power_on(["node-2", "node-3"])
+    assert calls == [("portal", "power on", ["node-2"])]
+    assert caught.value.failures["node-2"] == "site portal: portal refused"
+    assert caught.value.failures["node-3"].endswith("not tried: the probe node failed")
+    assert caught.value.capacity == {"node-3"}  # back powered down, not counted against it
+    assert sites.breaker.pauses()["portal"].backoff == 60  # not a capacity answer: no new pause
