@@ -225,8 +225,13 @@ class RepairLoop:
             return set()
 
     def _deaf(self, reasons: dict[str, tuple[str, str]]) -> set[str]:
-        """Nodes Slurm holds powered down (not on the way up or down) and not responding."""
-        resting = [n for n, (state, _) in reasons.items() if state.endswith("~")]
+        """Nodes Slurm holds idle and powered down (not on the way up or down, nor DOWN or
+        drained, which the loop mends for their own cause) and not responding."""
+        resting = [
+            n
+            for n, (state, _) in reasons.items()
+            if state.endswith("~") and state.rstrip("~") in ("idle", "reserved")
+        ]
         try:
             return self.client.slurm.dead_nodes(resting)
         except SlurmCommandError as err:

@@ -230,7 +230,9 @@ def test_a_powered_down_node_slurm_holds_not_responding_is_powered_down_anew(
 ) -> None:
     """Seen after slurmctld restarts: IDLE+POWERED_DOWN+NOT_RESPONDING, shown as ``idle~``,
     given to no job and resumed by nothing. A forced power down clears it."""
-    world.slurm.dead = {"node-3"}
+    world.slurm.dead = {"node-3", "node-2"}
+    world.slurm.states["node-2"] = "down~"  # DOWN: the loop's own cause, not this drift
+    world.slurm.reasons["node-2"] = "an administrator's"
     repair = loop(world)
     repair.round()
     repair.round()
