@@ -363,7 +363,15 @@ class RepairLoop:
         step("configure", lambda nodes: client.provisioner.provision(nodes, start=not powered_down))
         if powered_down:
             step("configure", client.provisioner.power_off)
-        step("return", lambda nodes: client.slurm.update_nodes(nodes, "RESUME"))
+
+        def give_back(nodes: list[str]) -> None:
+            client.slurm.update_nodes(nodes, "RESUME")
+            if powered_down and (deaf := sorted(client.slurm.dead_nodes(nodes))):
+                # Slurm keeps a failed resume's "not responding" through RESUME of a powered-down
+                # node, and gives such a node to no job; a forced power down clears it
+                client.slurm.update_nodes(deaf, "POWER_DOWN_FORCE")
+
+        step("return", give_back)
         for node, error in sorted(errors.items()):
             self._failed(node, error, powered_down)
         with self._lock:

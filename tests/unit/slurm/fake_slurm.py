@@ -135,6 +135,8 @@ class FakeSlurm:
             state = argv[3].removeprefix("State=").lower()
             for n in nodes:
                 self.states[n] = self._next_state(self.states.get(n, "idle~"), state)
+                if state.startswith("power_down"):  # as Slurm does; RESUME keeps it
+                    self.dead.discard(n)
                 if len(argv) > 4:
                     self.reasons[n] = argv[4].removeprefix("Reason=")
                 elif state in ("undrain", "resume"):

@@ -96,6 +96,23 @@ def test_a_node_that_failed_to_boot_is_mended_and_left_powered_down(world: World
     assert world.slurm.states["node-2"] == "idle~" and "node-2" not in world.prov.on
 
 
+def test_a_failed_resume_s_node_is_returned_responding_and_not_powered_down_again(
+    world: World,
+) -> None:
+    """ResumeTimeout leaves a node DOWN, powered down and not responding; RESUME keeps the last,
+    and no job could have the node: the return powers it down anew, and no drift follows."""
+    world.slurm.states["node-2"] = "down~"
+    world.slurm.reasons["node-2"] = "ptc resume: slurmd did not register (ResumeTimeout)"
+    world.slurm.dead = {"node-2"}
+    repair = loop(world, after=1)
+    assert repair.round() == ["node-2"]
+    repair.wait()
+    assert world.slurm.updates()[-1][2:] == ["NodeName=node-2", "State=POWER_DOWN_FORCE"]
+    assert world.slurm.states["node-2"] == "idle~" and not world.slurm.dead
+    assert repair.round() == [] and repair.round() == []
+    assert kinds(world) == ["repair-started", "node-repaired"]
+
+
 def test_a_failed_repair_downs_the_node_backs_off_and_counts_towards_protection(
     world: World,
 ) -> None:
