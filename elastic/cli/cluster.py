@@ -50,8 +50,13 @@ def check_sites_file(exp: experiments.Experiment, extravars: dict[str, Any]) -> 
 
     path = Path(str(given)).expanduser().absolute()
     compute = inventory_groups(exp.inventory_path).get(SLURM_COMPUTE, [])
-    check_for_deploy(path, compute)
+    credentials = extravars.get("elastic_ec2_credentials_src") or None
+    check_for_deploy(path, compute, credentials)
     extravars["elastic_sites_file"] = str(path)
+    if credentials:  # Ansible's copy reads it by its absolute path, as the sites file
+        extravars["elastic_ec2_credentials_src"] = str(
+            Path(str(credentials)).expanduser().absolute()
+        )
 
 
 def _vars_file(name: str) -> dict[str, Any]:

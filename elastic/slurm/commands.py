@@ -125,6 +125,14 @@ class Slurm:
             argv.append(f"Reason={reason}")
         self.run(argv)
 
+    def set_address(self, node: str, address: str) -> None:
+        """Slurm reaches ``node``'s slurmd at ``address`` from now on (a cloud instance's
+        private address, known only once it is launched); its hostname stays its name."""
+        self.run(
+            ["scontrol", "update", f"NodeName={node}", f"NodeAddr={address}",
+             f"NodeHostname={node}"]
+        )  # fmt: skip
+
     def drain(self, nodes: Sequence[str], reason: str) -> None:
         self.update_nodes(nodes, "DRAIN", reason)
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import re
 import subprocess
 import time
@@ -57,11 +58,21 @@ from elastic.errors import (
     TaskFailure,
 )
 from elastic.remote import ssh
+from elastic.sites.ec2.control import Ec2Control
+from elastic.sites.ec2.provider import Ec2Provider
+from elastic.sites.ec2.settings import check_name
+from elastic.sites.ec2.userdata import JoinSpec
+from elastic.slurm import hostlist
+from elastic.slurm.commands import Slurm
+from elastic.slurm.commands import subprocess_runner as slurm_runner
+from elastic.slurm.sites import SiteNodes, load_sites
 from elastic.testbed.backends.cloudlab.portal import PortalControl, PortalSettings
 from elastic.testbed.backends.local import control as testbed_control
 from elastic.testbed.backends.local.control.client import ControlClient
 
 NODE_OPERATIONS = ("none", "power", "reload", "release")
+# The environment variable through which boto3 finds the controller's AWS credentials file.
+AWS_CREDENTIALS_VARIABLE = "AWS_SHARED_CREDENTIALS_FILE"
 # What may carry the operations out (``node_control``'s kind), the default first.
 NODE_CONTROLS = ("testbed", "cloudlab_portal")
 # The settings under which a resume gives the node a fresh disk (new host keys, no software).
@@ -87,9 +98,12 @@ Run = Callable[[Sequence[str], float], Completed]
 
 class PowerControl(Protocol):
     """What powers the pool's machines, as the provisioner uses it: the local testbed's control
-    service (``ControlClient``) or CloudLab's portal (``PortalControl``). ``operations``: the
-    node operations it can carry out; ``check``: refuse a credential it would be refused with,
-    and say what it reaches."""
+    service (``ControlClient``), CloudLab's portal (``PortalControl``) or an EC2 site
+    (``elastic.sites.ec2.control.Ec2Control``). ``operations``: the node operations it can
+    carry out; ``check``: refuse a credential it would be refused with, and say what it
+    reaches. A control may also declare ``joins_by_user_data = True``: its machines join the
+    cluster by themselves at first boot (cloud-init), so the provisioner neither reaches them
+    over SSH nor configures them with a playbook."""
 
     @property
     def operations(self) -> tuple[str, ...]: ...
@@ -242,6 +256,15 @@ class PlaybookProvisioner:
                     f"the node control in use (it offers {', '.join(offered)})"
                 )
 
+    @property
+    def joins_by_user_data(self) -> bool:
+        """Whether the nodes join the cluster by themselves at first boot (their user data),
+        as the control declares: then nothing reaches them over SSH and no playbook runs on
+        them; Slurm's registration within ResumeTimeout says whether a resume worked."""
+        if self.node_operation == "none" or self.control is None:
+            return False
+        return bool(getattr(self.control, "joins_by_user_data", False))
+
     def check(self) -> str:
         """What powers the pool, checked now: its credential accepted and not broader than
         allowed; in words. Raises the control's error otherwise."""
@@ -343,7 +366,11 @@ class PlaybookProvisioner:
     def power_on(self, nodes: Sequence[str]) -> None:
         """The testbed starts the machines (``power``), gives them fresh disks (``reload``) or
         allocates them back (``release``: a parked node; one still held is powered on); then
-        each must answer over SSH."""
+        each must answer over SSH. Nodes that join by their user data are only brought up."""
+        if self.joins_by_user_data:
+            with self._power_lock():
+                self._testbed("allocate" if self.node_operation == "release" else "power on", nodes)
+            return
         if self.node_operation != "none":
             with self._power_lock():
                 self._bring_up(nodes)
@@ -436,12 +463,20 @@ class PlaybookProvisioner:
         return [n for n in nodes if states.get(n) == "lent"]
 
     def configure(self, nodes: Sequence[str]) -> None:
+        if self.joins_by_user_data:
+            return  # their user data configures them
         fresh = self.node_operation in FRESH_DISK
         self._playbook(self.fresh_playbook if fresh else self.resume_playbook, nodes)
 
     def renew(self, nodes: Sequence[str]) -> bool:
         """A fresh disk from the image for each node, its machine running after, when the node
         control can give one (True); False when it cannot (the nodes keep their disks)."""
+        if self.joins_by_user_data and self.node_operation == "release":
+            # a fresh disk is a new machine: the old one ended, another launched in its place
+            with self._power_lock():
+                self._testbed("release", nodes)
+                self._testbed("allocate", nodes)
+            return True
         if self.control is None or "reload" not in self.control.operations:
             return False
         with self._power_lock():
@@ -451,7 +486,10 @@ class PlaybookProvisioner:
 
     def provision(self, nodes: Sequence[str], *, start: bool) -> None:
         """Make the nodes what ``ptc deploy`` made them, whatever their disks hold: the node's
-        part of the deploy playbook; ``start``: then make them Slurm nodes, as a resume does."""
+        part of the deploy playbook; ``start``: then make them Slurm nodes, as a resume does.
+        Nodes that join by their user data did so when their machines started."""
+        if self.joins_by_user_data:
+            return
         self._playbook(self.fresh_playbook if start else self.deploy_playbook, nodes)
 
     def _playbook(self, playbook: str, nodes: Sequence[str]) -> None:
@@ -489,6 +527,10 @@ class PlaybookProvisioner:
             return chosen
 
     def _power_off(self, nodes: Sequence[str]) -> None:
+        if self.joins_by_user_data:
+            # nothing reaches them over SSH: the machine ends or stops with its slurmd
+            self._testbed("release" if self.node_operation == "release" else "power off", nodes)
+            return
         testbed = self.node_operation != "none"
         if testbed and self.node_operation == "release":
             # a parked node has no machine to reach; one powered off is parked as it is
@@ -575,6 +617,7 @@ def provisioner_settings(extra: dict[str, Any]) -> dict[str, Any]:
         "control_socket",
         "control_credential",
         "node_control",
+        "ec2",  # what an ec2 site's control needs from the controller (``control_of``)
     }
     unknown = sorted(set(extra) - known)
     if unknown:
@@ -599,11 +642,20 @@ def provisioner_settings(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def control_of(
-    provider: str, settings: Mapping[str, Any], extra: dict[str, Any], where: str
+    provider: str,
+    settings: Mapping[str, Any],
+    extra: dict[str, Any],
+    where: str,
+    site: SiteNodes | None = None,
 ) -> PowerControl:
     """What powers the machines of a site with ``provider`` and the provider's ``settings``
     (from the sites file), the client's settings ``extra`` filling in what the site leaves
-    out (the testbed's socket and credential, the portal's token file)."""
+    out (the testbed's socket and credential, the portal's token file, an EC2 site's cluster
+    and credentials file). ``site``: the site itself (an ec2 site's control needs its name and
+    nodes); without it, ``where`` must be ``sites file PATH: SITE`` and the site is read
+    from that file."""
+    if provider == "ec2":
+        return ec2_control(site or _site_named(where), extra, where)
     if provider == "local":
         return node_control({**extra, "node_control": {"kind": "testbed"}})
     if provider == "cloudlab":
@@ -618,6 +670,72 @@ def control_of(
     raise InputError(
         f"{where}: provider {provider}: Slurm's hooks cannot reach it yet (known: local, cloudlab)"
     )
+
+
+# The settings of ``ec2`` in the client's configuration, the ones it must have first.
+EC2_SETTINGS = ("cluster", "credentials_file", "munge_key", "slurm_conf")
+_WHERE = re.compile(r"^sites file (?P<path>.+): (?P<site>[a-z][a-z0-9-]*)$")
+
+
+def _site_named(where: str) -> SiteNodes:
+    """The site ``where`` (``sites file PATH: SITE``) names, read from its file."""
+    m = _WHERE.match(where)
+    if m is None:
+        raise InputError(f"{where}: provider ec2: which site of which sites file is not known")
+    path = Path(m.group("path"))
+    for site in load_sites(path, hostlist.expand):
+        if site.name == m.group("site"):
+            return site
+    raise InputError(f"{where}: no site {m.group('site')} in {path}")
+
+
+def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerControl:
+    """The control of the ec2 ``site``: its instances in the cluster ``extra["ec2"]["cluster"]``
+    (their ``ptc:cluster`` tag), through boto3 with the site's region and endpoint. The AWS
+    credential is the shared-credentials file the deploy put on the controller, given to boto3
+    by ``AWS_SHARED_CREDENTIALS_FILE`` only: never a command line, a log or user data. An
+    instance's private address becomes its Slurm node's through ``scontrol``."""
+    raw = extra.get("ec2")
+    if not isinstance(raw, Mapping):
+        raise InputError(
+            f"{where}: provider ec2: the controller has no ec2 settings (deploy with "
+            "elastic_ec2_credentials_src)"
+        )
+    if unknown := sorted(set(map(str, raw)) - set(EC2_SETTINGS)):
+        raise InputError(f"provisioner: ec2.{unknown[0]}: not known ({', '.join(EC2_SETTINGS)})")
+    for key in EC2_SETTINGS:
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise InputError(f"provisioner: ec2.{key}: missing or not a string")
+    credentials = Path(raw["credentials_file"])
+    if not credentials.is_file():
+        raise InputError(
+            f"{where}: provider ec2: the controller holds no AWS credentials at {credentials} "
+            "(deploy with elastic_ec2_credentials_src)"
+        )
+    given = os.environ.get(AWS_CREDENTIALS_VARIABLE)
+    if given and Path(given) != credentials:
+        raise InputError(
+            f"{where}: provider ec2: {AWS_CREDENTIALS_VARIABLE} is {given}, the configuration "
+            f"says {credentials}"
+        )
+    # boto3 reads the file the variable names; the service's unit and the hooks' entry point
+    # set it, and a process started otherwise (a check by hand) finds the same file.
+    os.environ[AWS_CREDENTIALS_VARIABLE] = str(credentials)
+    try:
+        settings = site.ec2_settings()
+        join = JoinSpec(munge_key=raw["munge_key"], slurm_conf=raw["slurm_conf"], dynamic=False)
+        provider = Ec2Provider(settings)
+        slurm = Slurm(slurm_runner())
+        return Ec2Control(
+            provider,
+            check_name(raw["cluster"], "provisioner: ec2.cluster"),
+            site.name,
+            site.nodes,
+            lambda node: join,
+            on_address=slurm.set_address,
+        )
+    except InputError as err:
+        raise InputError(f"{where}: provider ec2: {err}") from err
 
 
 def node_control(extra: dict[str, Any]) -> PowerControl:

@@ -291,26 +291,56 @@ def check_same_providers(
 # provider's instances, named in the sites file only).
 OWN_NODES = frozenset({"local", "cloudlab"})
 # The providers the controller's ResumeProgram and SuspendProgram reach.
-HOOKED = frozenset({"local", "cloudlab"})
+HOOKED = frozenset({"local", "cloudlab", "ec2"})
+# What an ec2 site must name before a deploy sends Slurm's hooks to it: only an endpoint that
+# was tested (the emulated region) is reached; AWS itself has not been.
+EC2_NEEDS = ("endpoint_url", "region", "image_id")
+# The deploy's variable naming the AWS shared-credentials file the controller gets.
+EC2_CREDENTIALS_VARIABLE = "elastic_ec2_credentials_src"
 
 
-def check_for_deploy(path: Path, compute_nodes: Sequence[str]) -> tuple[SiteNodes, ...]:
+def check_for_deploy(
+    path: Path, compute_nodes: Sequence[str], ec2_credentials: str | Path | None = None
+) -> tuple[SiteNodes, ...]:
     """The sites file ``path`` (``elastic_sites_file``) read and checked on the machine that
     deploys (no scontrol there: hostlists are expanded by ``hostlist``), before anything
     changes: every node of a site made of the experiment's own nodes
-    is one of its ``compute_nodes``."""
+    is one of its ``compute_nodes``; an ec2 site needs ``ec2_credentials``
+    (``elastic_ec2_credentials_src``, a file on this machine) and its endpoint, region and
+    image."""
     sites = load_sites(path, hostlist.expand)
     known = set(compute_nodes)
     for index, site in enumerate(sites):
+        where = f"sites file {path}: sites[{index}] ({site.name})"
         if site.provider not in HOOKED:
             raise InputError(
-                f"sites file {path}: sites[{index}] ({site.name}): field provider: "
-                f"Slurm's hooks cannot reach {site.provider} yet (they reach "
-                f"{', '.join(sorted(HOOKED))})"
+                f"{where}: field provider: Slurm's hooks cannot reach {site.provider} yet (they "
+                f"reach {', '.join(sorted(HOOKED))})"
             )
+        if site.provider == "ec2":
+            _check_ec2_for_deploy(site, where, ec2_credentials)
         if site.provider in OWN_NODES and (stray := [n for n in site.nodes if n not in known]):
             raise InputError(
                 f"sites file {path}: sites[{index}] ({site.name}): field nodes: {stray[0]} is "
                 f"not a compute node of the experiment (it has {', '.join(compute_nodes)})"
             )
     return sites
+
+
+def _check_ec2_for_deploy(site: SiteNodes, where: str, credentials: str | Path | None) -> None:
+    for key in EC2_NEEDS:
+        if not site.settings.get(key):
+            raise InputError(
+                f"{where}: field ec2.{key} is missing: Slurm's hooks reach an ec2 site only "
+                f"with its {', '.join(EC2_NEEDS)}"
+            )
+    if not credentials:
+        raise InputError(
+            f"{where}: provider ec2: no AWS credentials given; name a shared-credentials file "
+            f"with -e {EC2_CREDENTIALS_VARIABLE}=FILE"
+        )
+    source = Path(str(credentials)).expanduser()
+    if not source.is_file():
+        raise InputError(
+            f"{where}: provider ec2: {EC2_CREDENTIALS_VARIABLE}: {source} is not a file"
+        )

@@ -127,7 +127,7 @@ def test_a_bad_hostlist_is_refused(text: str, why: str) -> None:
         hostlist.expand(text)
 
 
-def test_the_deploy_refuses_a_stray_node_and_a_provider_the_hooks_cannot_reach(
+def test_the_deploy_refuses_a_stray_node_and_an_ec2_site_without_credentials(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "sites.yml"
@@ -136,9 +136,10 @@ def test_the_deploy_refuses_a_stray_node_and_a_provider_the_hooks_cannot_reach(
         check_for_deploy(path, ["node-0", "node-1"])
     path.write_text(
         "sites:\n  - {name: cloud, provider: ec2, price: 1, nodes: 'ec2-0',\n"
-        "     ec2: {region: us-east-1, image_id: ami-0123456789abcdef0, instance_type: c5.large}}\n"
+        "     ec2: {region: us-east-1, image_id: ami-0123456789abcdef0, instance_type: c5.large,\n"
+        "           endpoint_url: 'http://10.10.1.1:5000'}}\n"
     )
-    with pytest.raises(InputError, match=r"\(cloud\): field provider: Slurm's hooks cannot reach"):
+    with pytest.raises(InputError, match=r"\(cloud\): provider ec2: no AWS credentials given"):
         check_for_deploy(path, ["node-0"])
     path.write_text("sites:\n  - {name: here, price: 1, nodes: 'node-[0-1]'}\n")
     assert [s.nodes for s in check_for_deploy(path, ["node-0", "node-1"])] == [("node-0", "node-1")]

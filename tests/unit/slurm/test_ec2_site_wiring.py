@@ -1,0 +1,154 @@
+"""An ec2 site reaches Slurm's hooks only when the deploy gave credentials and the site its
+endpoint, region and image; the controller's client builds the site's EC2 control from the
+sites file and its own ``ec2`` settings, and refuses, naming the setting, what is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic.errors import InputError
+from elastic.sites.ec2.control import Ec2Control
+from elastic.slurm import hostlist
+from elastic.slurm.provision import (
+    AWS_CREDENTIALS_VARIABLE,
+    PlaybookProvisioner,
+    control_of,
+    provisioner_settings,
+)
+from elastic.slurm.sites import check_for_deploy, load_sites
+
+EC2 = (
+    "{region: us-east-1, image_id: ami-0123456789abcdef0, instance_type: c5.large, "
+    "endpoint_url: 'http://10.10.1.1:5000'}"
+)
+
+
+def sites_file(tmp_path: Path, ec2: str = EC2) -> Path:
+    path = tmp_path / "sites.yml"
+    path.write_text(
+        "sites:\n"
+        "  - {name: here, price: 1, nodes: 'node-[0-1]'}\n"
+        f"  - {{name: cloud, provider: ec2, price: 3, nodes: 'ec2-[0-1]', ec2: {ec2}}}\n"
+    )
+    return path
+
+
+@pytest.fixture
+def credentials(tmp_path: Path) -> Path:
+    path = tmp_path / "aws-credentials"
+    path.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+    path.chmod(0o600)
+    return path
+
+
+def test_the_deploy_takes_an_ec2_site_with_credentials_endpoint_region_and_image(
+    tmp_path: Path, credentials: Path
+) -> None:
+    found = check_for_deploy(sites_file(tmp_path), ["node-0", "node-1"], credentials)
+    assert [(s.name, s.provider) for s in found] == [("here", "local"), ("cloud", "ec2")]
+
+
+@pytest.mark.parametrize(
+    ("ec2", "given", "why"),
+    [
+        (
+            EC2,
+            None,
+            r"\(cloud\): provider ec2: no AWS credentials given.*elastic_ec2_credentials_src",
+        ),
+        (EC2, "missing", r"elastic_ec2_credentials_src: .*missing is not a file"),
+        (
+            "{region: us-east-1, image_id: ami-0123456789abcdef0, instance_type: c5.large}",
+            "file",
+            r"sites\[1\] \(cloud\): field ec2.endpoint_url is missing",
+        ),
+    ],
+)
+def test_the_deploy_refuses_an_ec2_site_short_of_what_the_hooks_need(
+    tmp_path: Path, credentials: Path, ec2: str, given: str | None, why: str
+) -> None:
+    path = sites_file(tmp_path, ec2)
+    source = {None: None, "missing": tmp_path / "missing", "file": credentials}[given]
+    with pytest.raises(InputError, match=why) as caught:
+        check_for_deploy(path, ["node-0", "node-1"], source)
+    assert str(path) in str(caught.value)
+
+
+def client_ec2(credentials: Path, **changed: Any) -> dict[str, Any]:
+    ec2 = {
+        "cluster": "demo",
+        "credentials_file": str(credentials),
+        "munge_key": "/etc/munge/munge.key",
+        "slurm_conf": "/etc/slurm/slurm.conf",
+    }
+    return {"ec2": {**ec2, **changed}}
+
+
+def test_the_client_builds_the_site_s_ec2_control_from_the_sites_file(
+    tmp_path: Path, credentials: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(AWS_CREDENTIALS_VARIABLE, raising=False)
+    path = sites_file(tmp_path)
+    (_, cloud) = load_sites(path, hostlist.expand)
+    extra = client_ec2(credentials)
+    provisioner_settings(extra)  # the ec2 key is the client's own, not refused as unknown
+    for control in (
+        control_of("ec2", cloud.settings, extra, f"sites file {path}: cloud"),
+        control_of("ec2", cloud.settings, extra, "anywhere", site=cloud),
+    ):
+        assert isinstance(control, Ec2Control)
+        assert (control.cluster, control.site, control.site_nodes) == (
+            "demo",
+            "cloud",
+            ("ec2-0", "ec2-1"),
+        )
+        assert control.provider.settings.endpoint_url == "http://10.10.1.1:5000"
+        prov = PlaybookProvisioner(node_operation="release", control=control)
+        assert prov.joins_by_user_data
+    # boto3 finds the file by the variable, never on a command line
+    import os
+
+    assert os.environ[AWS_CREDENTIALS_VARIABLE] == str(credentials)
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({}, r"cloud: provider ec2: the controller has no ec2 settings.*credentials_src"),
+        ({"ec2": {"cluster": "demo"}}, r"ec2.credentials_file: missing"),
+        ("no-file", r"holds no AWS credentials at .*nowhere"),
+        ("bad-cluster", r"ec2.cluster: 'Demo!'"),
+        ("unknown", r"ec2.secret_key: not known"),
+    ],
+)
+def test_the_client_refuses_an_ec2_site_it_cannot_reach(
+    tmp_path: Path,
+    credentials: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: Any,
+    why: str,
+) -> None:
+    monkeypatch.delenv(AWS_CREDENTIALS_VARIABLE, raising=False)
+    path = sites_file(tmp_path)
+    (_, cloud) = load_sites(path, hostlist.expand)
+    if extra == "no-file":
+        extra = client_ec2(tmp_path / "nowhere")
+    elif extra == "bad-cluster":
+        extra = client_ec2(credentials, cluster="Demo!")
+    elif extra == "unknown":
+        extra = client_ec2(credentials, secret_key="x")
+    with pytest.raises(InputError, match=why):
+        control_of("ec2", cloud.settings, extra, f"sites file {path}: cloud")
+
+
+def test_a_credentials_variable_naming_another_file_is_refused(
+    tmp_path: Path, credentials: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(AWS_CREDENTIALS_VARIABLE, str(tmp_path / "other"))
+    path = sites_file(tmp_path)
+    (_, cloud) = load_sites(path, hostlist.expand)
+    with pytest.raises(InputError, match=f"{AWS_CREDENTIALS_VARIABLE} is .*other"):
+        control_of("ec2", cloud.settings, client_ec2(credentials), "x", site=cloud)
