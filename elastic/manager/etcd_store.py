@@ -34,6 +34,7 @@ from elastic.configserver.errors import Indeterminate
 from elastic.configserver.node import NODE_CLIENT_DIR, open_node
 from elastic.errors import InputError, PtcError
 from elastic.manager.errors import NotActive, RevisionConflict
+from elastic.manager.store import encode
 
 DEFAULT_KEY = "/ptc/manager/state"
 INDETERMINATE_RETRIES = 3
@@ -44,10 +45,6 @@ Guard = Callable[[], Sequence[dict[str, Any]]]
 class NotLeader(NotActive):
     """This manager's guard no longer holds (it lost its lease): it must stop acting (HTTP 503
     when a request meets it)."""
-
-
-def encode(document: Mapping[str, Any]) -> bytes:
-    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
 class EtcdStore:
