@@ -89,7 +89,7 @@ from elastic.slurm.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from elastic.slurm.metrics import ClientMetrics
 from elastic.slurm.rebalance import run_round
 from elastic.slurm.repair import Lender, RepairConfig, RepairLoop
-from elastic.slurm.sites import check_same_providers, features, load_sites
+from elastic.slurm.sites import check_same_providers, cloud_nodes, features, load_sites
 
 log = logging.getLogger("ptc.elastic.slurm")
 
@@ -430,6 +430,18 @@ def _site_features(sites_file: Path | None) -> int:
     return 0
 
 
+def _site_cloud_nodes(sites_file: Path | None) -> int:
+    """The nodes of the cloud sites (their provider makes their machines), as JSON on stdout."""
+    try:
+        if sites_file is None:
+            raise InputError("site-cloud-nodes: --sites FILE is missing")
+        print(json.dumps(cloud_nodes(load_sites(sites_file, hostlist.expand)), sort_keys=True))
+    except PtcError as err:
+        print(f"site-cloud-nodes: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elastic.slurm")
     parser.add_argument("--config", type=Path, default=Path(node_paths.SLURM_CLIENT_CONFIG))
@@ -443,10 +455,13 @@ def main(argv: list[str] | None = None) -> int:
             "rebalance",
             "check-node-control",
             "site-features",
+            "site-cloud-nodes",
         ],
     )
     parser.add_argument("hostlist", nargs="?", default="")
-    parser.add_argument("--sites", type=Path, help="rebalance, site-features: the sites file")
+    parser.add_argument(
+        "--sites", type=Path, help="rebalance, site-features, site-cloud-nodes: the sites file"
+    )
     parser.add_argument(
         "--policy", default=DEFAULT_DOWNSCALING_POLICY, help="rebalance: OI, FO or AP-X"
     )
@@ -465,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.every)
     if args.action == "site-features":  # at deploy: each node's site, for slurm.conf
         return _site_features(args.sites)
+    if args.action == "site-cloud-nodes":  # at deploy: nodes no inventory host stands for
+        return _site_cloud_nodes(args.sites)
     settings = SlurmClientSettings.load(args.config)
     if args.action == "check-node-control":  # at deploy: the answer goes to the deployer
         try:

@@ -257,6 +257,22 @@ def features(sites: Sequence[SiteNodes]) -> dict[str, list[str]]:
     return {node: [site.name] for site in sites for node in site.nodes}
 
 
+def cloud_nodes(sites: Sequence[SiteNodes]) -> list[dict[str, Any]]:
+    """The nodes of the sites whose machines the provider makes (not the experiment's own), as
+    slurm.conf and the manager's pool list them: name, site, CPUs and memory (0: not said)."""
+    return [
+        {
+            "name": node,
+            "site": site.name,
+            "cpus": int(site.settings.get("cpus", 0)),
+            "memory_mb": int(site.settings.get("memory_mb", 0)),
+        }
+        for site in sites
+        if site.provider not in OWN_NODES
+        for node in site.nodes
+    ]
+
+
 def check_same_providers(
     deployed: Sequence[SiteNodes], proposed: Sequence[SiteNodes], source: str
 ) -> None:

@@ -135,6 +135,47 @@ def slurm_node_lines(
     return lines
 
 
+def _word(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and all(c.isalnum() or c in "-_." for c in value)
+
+
+def slurm_cloud_node_lines(cloud_nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The NodeName entries of nodes no inventory host stands for (a cloud site's instances,
+    launched by their Slurm names at resume): each powered down (State=CLOUD) until Slurm resumes
+    it, with its site as its feature and the CPUs and RealMemory its site says (left to Slurm's
+    defaults when 0). No NodeAddr: the resume sets it to the instance's address."""
+    lines = []
+    for index, node in enumerate(cloud_nodes):
+        where = f"slurm_cloud_nodes[{index}]"
+        if not isinstance(node, Mapping):
+            raise ValueError(f"{where}: not a mapping of name, site, cpus and memory_mb")
+        if unknown := sorted(set(node) - {"name", "site", "cpus", "memory_mb"}):
+            raise ValueError(f"{where}: {unknown[0]}: not known (name, site, cpus, memory_mb)")
+        for key in ("name", "site"):
+            if not _word(node.get(key)):
+                raise ValueError(f"{where}: {key}: {node.get(key)!r} is not a word")
+        words = [str(node["name"])]
+        for key, setting in (("cpus", "CPUs"), ("memory_mb", "RealMemory")):
+            value = node.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where} ({node['name']}): {key}: {value!r} is not a count >= 0")
+            if value:
+                words.append(f"{setting}={value}")
+        words += [f"Features={node['site']}", "State=CLOUD"]
+        lines.append(" ".join(words))
+    return lines
+
+
+def slurm_ctld_parameters(base: str, cloud_nodes: Sequence[Any]) -> str:
+    """SlurmctldParameters: ``base``, and with cloud nodes what they need: their address taken
+    as they register (``cloud_reg_addrs``) and slurm.conf served to their slurmd
+    (``enable_configless``)."""
+    words = [w for w in base.split(",") if w]
+    if cloud_nodes:
+        words += [w for w in ("enable_configless", "cloud_reg_addrs") if w not in words]
+    return ",".join(words)
+
+
 def slurm_def_mem_per_cpu(nodes: Iterable[NodeSpec], setting_mb: Any) -> int:
     """DefMemPerCPU: ``setting_mb`` when it is more than 0, else the smallest RealMemory / CPUs
     of the nodes (a job using every core of any node may use all its memory); 0 (none) when
@@ -194,6 +235,8 @@ class FilterModule:
                 slurm_controller_entries,
                 slurm_node_specs,
                 slurm_node_lines,
+                slurm_cloud_node_lines,
+                slurm_ctld_parameters,
                 slurm_def_mem_per_cpu,
                 slurm_largest_node,
                 slurm_priority_config,

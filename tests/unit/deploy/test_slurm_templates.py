@@ -290,3 +290,23 @@ def test_mail_requests_are_recorded_when_there_is_no_mailer(
     (tmp_path / "site").mkdir()
     site = render(tmp_path / "site", {"slurm_mail_prog": "/usr/bin/mail"})
     assert lines(site["head-slurm.conf"], "MailProg") == ["MailProg=/usr/bin/mail"]
+
+
+def test_a_cloud_site_s_nodes_are_cloud_lines_and_slurmctld_takes_their_addresses(
+    tmp_path: Path,
+) -> None:
+    """An ec2 site's nodes (no inventory host): powered down CLOUD lines with the site's size
+    and feature, and SlurmctldParameters for instances that register with their own addresses;
+    without power saving they are left out."""
+    cloud = [{"name": "ec2-0", "site": "cloud", "cpus": 2, "memory_mb": 3800}]
+    out = render(tmp_path, {"slurm_power_save_enabled": True, "slurm_cloud_nodes": cloud})
+    conf = out["head-slurm.conf"]
+    assert lines(conf, "NodeName")[-1] == (
+        "NodeName=ec2-0 CPUs=2 RealMemory=3800 Features=cloud State=CLOUD"
+    )
+    assert lines(conf, "SlurmctldParameters") == [
+        "SlurmctldParameters=enable_configless,cloud_reg_addrs"
+    ]
+    (tmp_path / "off").mkdir()
+    off = render(tmp_path / "off", {"slurm_cloud_nodes": cloud})["head-slurm.conf"]
+    assert "ec2-0" not in off and "cloud_reg_addrs" not in off

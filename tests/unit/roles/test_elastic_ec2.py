@@ -14,6 +14,7 @@ import yaml
 from support.role_vars import role_context
 
 from elastic import node_paths
+from elastic.manager import metrics
 from elastic.slurm import provision
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "elastic"
@@ -70,3 +71,25 @@ def test_the_credentials_are_copied_root_only_and_never_logged() -> None:
     assert task["ansible.builtin.copy"]["mode"] == "0600"
     assert task["ansible.builtin.copy"]["owner"] == "root"
     assert task["no_log"] is True
+
+
+def test_the_manager_s_pool_holds_the_cloud_sites_nodes_by_site(role: dict[str, Any]) -> None:
+    text = (ROLE / "templates" / "manager.yml.j2").read_text()
+    start = text.index("{% for node in elastic_cloud_nodes")
+    block = "pool:\n" + text[start : text.index("{% endfor %}", start) + len("{% endfor %}")]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
+    env.filters["int"] = int
+    cloud = [{"name": "ec2-0", "site": "cloud", "cpus": 2, "memory_mb": 3800}]
+    (node,) = yaml.safe_load(env.from_string(block).render(elastic_cloud_nodes=cloud))["pool"]
+    assert node == {"name": "ec2-0", "cpus": 2, "memory_mb": 3800, "features": ["site=cloud"]}
+    assert metrics.site_of(node["features"]) == "cloud"
+    assert yaml.safe_load(env.from_string(block).render()) == {"pool": None}
+
+
+def test_the_role_reads_the_cloud_nodes_where_the_sites_file_is_before_the_manager() -> None:
+    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    names = [t["name"] for t in tasks]
+    read = names.index("Read the cloud sites' nodes")
+    assert read < names.index("Run the elastic manager")
+    assert tasks[read]["delegate_to"] == "localhost" and tasks[read]["run_once"] is True
+    assert tasks[read]["ansible.builtin.command"]["argv"][3] == "site-cloud-nodes"

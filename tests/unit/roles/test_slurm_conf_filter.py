@@ -65,6 +65,8 @@ def test_every_filter_is_registered_under_its_function_s_name() -> None:
         "slurm_controller_entries",
         "slurm_node_specs",
         "slurm_node_lines",
+        "slurm_cloud_node_lines",
+        "slurm_ctld_parameters",
         "slurm_def_mem_per_cpu",
         "slurm_largest_node",
         "slurm_priority_config",
@@ -209,3 +211,39 @@ def test_other_priority_types_get_the_type_alone() -> None:
 )
 def test_task_plugin(plugins: str, expansion: bool, result: str) -> None:
     assert sc.slurm_task_plugin(plugins, expansion) == result
+
+
+def test_cloud_nodes_are_powered_down_lines_with_their_site_and_size_and_no_address() -> None:
+    lines = sc.slurm_cloud_node_lines(
+        [
+            {"name": "ec2-0", "site": "cloud", "cpus": 2, "memory_mb": 3800},
+            {"name": "ec2-1", "site": "cloud", "cpus": 0, "memory_mb": 0},
+        ]
+    )
+    assert lines == [
+        "ec2-0 CPUs=2 RealMemory=3800 Features=cloud State=CLOUD",
+        "ec2-1 Features=cloud State=CLOUD",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("node", "why"),
+    [
+        ({"name": "ec2 0", "site": "cloud"}, r"slurm_cloud_nodes\[0\]: name: 'ec2 0'"),
+        ({"name": "ec2-0", "site": ""}, r"slurm_cloud_nodes\[0\]: site: ''"),
+        ({"name": "ec2-0", "site": "c", "cpus": -1}, r"\(ec2-0\): cpus: -1"),
+        ({"name": "ec2-0", "site": "c", "memory_mb": "4G"}, r"\(ec2-0\): memory_mb: '4G'"),
+        ({"name": "ec2-0", "site": "c", "gpus": 1}, r"gpus: not known"),
+        ("ec2-0", r"not a mapping"),
+    ],
+)
+def test_a_bad_cloud_node_is_refused_naming_it(node: Any, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        sc.slurm_cloud_node_lines([node])
+
+
+def test_cloud_nodes_add_what_they_need_to_slurmctld_s_parameters_once() -> None:
+    assert sc.slurm_ctld_parameters("enable_configless", []) == "enable_configless"
+    one = [{"name": "ec2-0"}]
+    assert sc.slurm_ctld_parameters("enable_configless", one) == "enable_configless,cloud_reg_addrs"
+    assert sc.slurm_ctld_parameters("", one) == "enable_configless,cloud_reg_addrs"

@@ -4,6 +4,7 @@ sites file and its own ``ec2`` settings, and refuses, naming the setting, what i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +12,14 @@ import pytest
 
 from elastic.errors import InputError
 from elastic.sites.ec2.control import Ec2Control
-from elastic.slurm import hostlist
+from elastic.slurm import hostlist, service
 from elastic.slurm.provision import (
     AWS_CREDENTIALS_VARIABLE,
     PlaybookProvisioner,
     control_of,
     provisioner_settings,
 )
-from elastic.slurm.sites import check_for_deploy, load_sites
+from elastic.slurm.sites import check_for_deploy, cloud_nodes, load_sites
 
 EC2 = (
     "{region: us-east-1, image_id: ami-0123456789abcdef0, instance_type: c5.large, "
@@ -152,3 +153,19 @@ def test_a_credentials_variable_naming_another_file_is_refused(
     (_, cloud) = load_sites(path, hostlist.expand)
     with pytest.raises(InputError, match=f"{AWS_CREDENTIALS_VARIABLE} is .*other"):
         control_of("ec2", cloud.settings, client_ec2(credentials), "x", site=cloud)
+
+
+def test_the_cloud_sites_nodes_are_read_for_slurm_conf_and_the_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ec2 = EC2.replace("}", ", cpus: 2, memory_mb: 3800}")
+    path = sites_file(tmp_path, ec2)
+    assert cloud_nodes(load_sites(path, hostlist.expand)) == [
+        {"name": "ec2-0", "site": "cloud", "cpus": 2, "memory_mb": 3800},
+        {"name": "ec2-1", "site": "cloud", "cpus": 2, "memory_mb": 3800},
+    ]
+    assert service.main(["site-cloud-nodes", "--sites", str(path)]) == 0
+    assert [n["name"] for n in json.loads(capsys.readouterr().out)] == ["ec2-0", "ec2-1"]
+    bad = sites_file(tmp_path, EC2.replace("}", ", cpus: many}"))
+    assert service.main(["site-cloud-nodes", "--sites", str(bad)]) == InputError.exit_code
+    assert "field ec2.cpus: 'many'" in capsys.readouterr().err
