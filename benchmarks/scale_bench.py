@@ -3,7 +3,8 @@
 Two parts, each per size (see docs/scale.md for what is real and what is emulated):
 
 - ``live``: Debian's slurmctld 22.05.8 and munged (unpacked under $PTC_HOME, not installed), the
-  manager service (HTTPS, JSON file store) with a pool of N nodes, ptc's Slurm client as
+  manager service (HTTPS, JSON file store or, with ``--store etcd``, Debian's etcd-server
+  unpacked the same way and run as one member on loopback) with a pool of N nodes, ptc's Slurm client as
   ResumeProgram/SuspendProgram, each node's machine emulated by one slurmd on loopback. A job
   stream from the trace (sizes scaled to N, times compressed) is submitted with sbatch; printed:
   submit to ResumeProgram call, the call to the node's registration, submit to job start,
@@ -11,7 +12,7 @@ Two parts, each per size (see docs/scale.md for what is real and what is emulate
 - ``rounds``: the manager service with a pool of N nodes, all held by the partition; one round
   of the client (``report_pv``: squeue to the preemption vector to the manager) with 10,000 and
   100,000 jobs in the queue (Slurm's answers emulated from the trace), a reclamation's decision,
-  the store's writes per second.
+  the store's writes per second (etcd's CPU and memory too with ``--store etcd``).
 
 Sizes the machine cannot hold are refused before anything starts (the memory of one emulated
 node, measured in the baseline's run, times N against MemAvailable). Ctrl-C or SIGTERM stop
@@ -19,7 +20,7 @@ everything the run started. Results go to ``--out``; with a baseline (``--baseli
 figure is compared with it under ``--tolerance`` and regressions are printed (exit 1).
 
     PTC_HOME=/tmp/scale-home flock /tmp/ptc-heavy.lock .venv/bin/python benchmarks/scale_bench.py \
-        --sizes 100,1000 --parts live,rounds
+        --sizes 100,1000 --parts live,rounds [--store etcd]
     .venv/bin/python benchmarks/scale_bench.py --curve before|after   # the manager's start vs pool size
     .venv/bin/python benchmarks/scale_bench.py --plot                 # PNGs from the saved results
 """
@@ -44,6 +45,9 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.scale.budget import MIB, Budget, TooBig, check_sizes, mem_available  # noqa: E402
 from benchmarks.scale.cleanup import Interrupted, Ledger, signals_unwind, tear_down  # noqa: E402
+from benchmarks.scale.etcd import MEMORY as ETCD_MEMORY  # noqa: E402
+from benchmarks.scale.etcd import EtcdRun, unpack_etcd  # noqa: E402
+from elastic.errors import PtcError  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale"
 TRACE = ROOT.parent / "shared" / "data" / "traces" / "KTH-SP2-1996-2.swf"
@@ -52,15 +56,16 @@ DEFAULT_PER_NODE = 12 * MIB
 FIXED = 2048 * MIB  # slurmctld, munged, the manager, this harness, the jobs' slurmstepd
 
 
-def budget_from(baseline: dict[str, Any] | None) -> Budget:
-    """One emulated node's memory: the largest mean slurmd RSS the baseline measured."""
+def budget_from(baseline: dict[str, Any] | None, extra: int = 0) -> Budget:
+    """One emulated node's memory: the largest mean slurmd RSS the baseline measured; ``extra``
+    is added to the fixed part (etcd's member, with ``--store etcd``)."""
     seen = [
         float(r["slurmd_mib"]["rss_mean"])
         for r in (baseline or {}).get("live", {}).values()
         if r.get("slurmd_mib", {}).get("rss_mean")
     ]
     per_node = int(max(seen) * MIB) if seen else DEFAULT_PER_NODE
-    return Budget(per_node=per_node, fixed=FIXED)
+    return Budget(per_node=per_node, fixed=FIXED + extra)
 
 
 # -- comparison with the baseline ---------------------------------------------------------
@@ -105,6 +110,16 @@ def compare(
     return found
 
 
+def setup_of(run: dict[str, Any]) -> str:
+    """What a run measured with: the manager's store (runs from before the option measured
+    the file store)."""
+    return str(run.get("store", "file"))
+
+
+def describe(setup: str) -> str:
+    return f"the {setup} store"
+
+
 # -- the parts ------------------------------------------------------------------------------
 def live_part(
     sizes: list[int],
@@ -113,6 +128,7 @@ def live_part(
     trace: Any,
     args: argparse.Namespace,
     save: Any = lambda out: None,
+    etcd: EtcdRun | None = None,
 ) -> dict[str, Any]:
     from benchmarks.scale.cluster import Layout, unpack
     from benchmarks.scale.live import run_size
@@ -124,7 +140,7 @@ def live_part(
         layout = Layout(top / f"live-{size}", root, size)
         try:
             out[str(size)] = run_size(size, layout, run_id, trace, window=args.window,
-                                      timeout=args.timeout, say=say)  # fmt: skip
+                                      timeout=args.timeout, say=say, etcd=etcd)  # fmt: skip
         finally:
             tear_down(layout.ledger, run_id, remove=lambda p: None)
         print_live(out[str(size)])
@@ -133,13 +149,21 @@ def live_part(
 
 
 def rounds_part(
-    sizes: list[int], jobs: list[int], top: Path, run_id: str, trace: Any
+    sizes: list[int],
+    jobs: list[int],
+    top: Path,
+    run_id: str,
+    trace: Any,
+    etcd: EtcdRun | None = None,
 ) -> dict[str, Any]:
     from benchmarks.scale.cluster import PARTITION, Layout, node_names
+    from benchmarks.scale.etcd import COPY_KEY, STATE_KEY, USER
     from benchmarks.scale.live import cpu_seconds, memory, start_manager
     from benchmarks.scale.rounds import emulated_queue, emulated_runner
+    from elastic.configserver.node import open_node
     from elastic.manager.client import ManagerClient
-    from elastic.manager.store import JsonFileStore
+    from elastic.manager.etcd_store import EtcdStore
+    from elastic.manager.store import JsonFileStore, Store, encode
     from elastic.policies import make_policy
     from elastic.slurm.client import ClientConfig, SlurmElasticClient
     from elastic.slurm.commands import Slurm
@@ -151,14 +175,26 @@ def rounds_part(
         layout.run.mkdir(parents=True)
         names = node_names(size)
         try:
+            member = etcd.start(layout, run_id) if etcd is not None else None
             t0 = time.monotonic()
-            manager, setup = start_manager(layout, run_id, names)
+            try:
+                manager, setup = start_manager(layout, run_id, names,
+                                               member.store_settings() if member else None)  # fmt: skip
+            except PtcError as err:
+                # etcd refuses a request larger than its limit: at some size the whole state
+                # is one, and the manager cannot register its pool. A finding, not a crash.
+                log = layout.run / "manager" / "manager.log"
+                last = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+                out[str(size)] = {"error": f"{err}: {' '.join(last)[:300]}"}
+                say(f"[{size}] error: {out[str(size)]['error']}")
+                continue
             started = time.monotonic() - t0
             token = Path(setup["token"]).read_text().strip()
             part = ManagerClient(setup["manager"], token, ca=setup["ca"], timeout=600)
             admin = part.with_token(Path(setup["admin_token"]).read_text().strip())
             part.add_nodes(PARTITION, nodes=names)
             cpu0 = cpu_seconds(manager.pid)
+            etcd_cpu0 = cpu_seconds(member.proc.pid) if member else 0.0
             row: dict[str, Any] = {"manager_start_s": started, "jobs": {}}
             for count in jobs:
                 queue = emulated_queue(trace, names, count)
@@ -183,20 +219,36 @@ def rounds_part(
             row["reclaim_s"] = time.perf_counter() - t
             row["manager_cpu_s"] = cpu_seconds(manager.pid) - cpu0
             row["manager_mib"] = memory(manager.pid)
-            store = JsonFileStore(layout.run / "store-copy.json")
-            revision, doc = JsonFileStore(Path(layout.run / "manager" / "state.json")).read()
+            source: Store
+            copy: Store
+            if member is None:
+                source = JsonFileStore(layout.run / "manager" / "state.json")
+                copy = JsonFileStore(layout.run / "store-copy.json")
+            else:
+                row["etcd_cpu_s"] = cpu_seconds(member.proc.pid) - etcd_cpu0
+                row["etcd_mib"] = memory(member.proc.pid)
+                row["etcd_data_bytes"] = member.data_bytes()
+                etcd_client = open_node(USER, member.credentials, timeout=60)
+                source = EtcdStore(etcd_client, STATE_KEY)
+                copy = EtcdStore(etcd_client, COPY_KEY)
+            _, doc = source.read()
             assert doc is not None
-            revision = store.write(doc, expect=0)
+            revision = copy.write(doc, expect=copy.read()[0])
             n, t = 0, time.perf_counter()
             while n < 3 or time.perf_counter() - t < 2.0:
-                revision = store.write(doc, expect=revision)
+                revision = copy.write(doc, expect=revision)
                 n += 1
-            row["store"] = {"writes_per_s": n / (time.perf_counter() - t),
-                            "document_bytes": (layout.run / "manager" / "state.json").stat().st_size}  # fmt: skip
-            say(f"[{size}] reclaim {max(1, size // 10)}: {row['reclaim_s']:.3f} s; store: "
-                f"{row['store']['writes_per_s']:.1f} writes/s of "
-                f"{row['store']['document_bytes'] / 1e6:.1f} MB; manager start "
+            row["store"] = {"kind": "file" if member is None else "etcd",
+                            "writes_per_s": n / (time.perf_counter() - t),
+                            "document_bytes": len(encode(doc))}  # fmt: skip
+            say(f"[{size}] reclaim {max(1, size // 10)}: {row['reclaim_s']:.3f} s; "
+                f"{row['store']['kind']} store: {row['store']['writes_per_s']:.1f} writes/s of "
+                f"{row['store']['document_bytes'] / 1e6:.2f} MB; manager start "
                 f"{started:.1f} s, peak RSS {row['manager_mib'].get('VmHWM', 0):.0f} MiB")  # fmt: skip
+            if member is not None:
+                say(f"[{size}] etcd: {row['etcd_cpu_s']:.1f} CPU s over the rounds, peak RSS "
+                    f"{row['etcd_mib'].get('VmHWM', 0):.0f} MiB, data directory "
+                    f"{row['etcd_data_bytes'] / 1e6:.0f} MB")  # fmt: skip
             out[str(size)] = row
         finally:
             tear_down(layout.ledger, run_id, remove=lambda p: None)
@@ -230,6 +282,9 @@ def print_live(row: dict[str, Any]) -> None:
         f"{m['slurmctld'].get('VmHWM', 0):.0f} MiB; manager {row['cpu_s']['manager']:.1f} CPU s, "
         f"peak RSS {m['manager'].get('VmHWM', 0):.0f} MiB; one emulated node (slurmd): "
         f"PSS {row['slurmd_mib']['pss_mean'] or 0:.1f} MiB, RSS {row['slurmd_mib']['rss_mean'] or 0:.1f} MiB")  # fmt: skip
+    if "etcd" in row["cpu_s"]:
+        say(f"[{row['size']}]   etcd (the manager's store) {row['cpu_s']['etcd']:.1f} CPU s, "
+            f"peak RSS {m['etcd'].get('VmHWM', 0):.0f} MiB")  # fmt: skip
 
 
 # -- the curve and the figures -------------------------------------------------------------
@@ -332,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="sizes of the live part (default: --sizes)")  # fmt: skip
     parser.add_argument("--jobs", type=sizes_arg, default=[10000, 100000])
     parser.add_argument("--parts", default="live,rounds")
+    parser.add_argument("--store", choices=["file", "etcd"], default="file",
+                        help="the manager's store: its JSON file, or a real etcd member")  # fmt: skip
+    parser.add_argument("--etcd-max-request-mib", type=float, default=None,
+                        help="etcd's --max-request-bytes (default: etcd's 1.5 MiB, as the role)")  # fmt: skip
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=240.0)
     parser.add_argument("--trace", type=Path, default=TRACE)
@@ -359,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     # Refused before anything starts: a size that does not fit names itself.
     try:
         if "live" in parts:
-            check_sizes(live_sizes, budget_from(baseline), mem_available())
+            extra = ETCD_MEMORY if args.store == "etcd" else 0
+            check_sizes(live_sizes, budget_from(baseline, extra), mem_available())
     except TooBig as err:
         say(f"error: {err}")
         return 2
@@ -378,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
         ),
         "trace": args.trace.name,
+        "store": args.store,
         "mem_available_mib": mem_available() / MIB,
         "load_before": os.getloadavg()[0],
     }
@@ -385,11 +446,16 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS / f"run-{result['date'][:10]}.json"
     try:
         with signals_unwind():
+            etcd = None
+            if args.store == "etcd":
+                cache = Path(os.environ.get("PTC_HOME", "/tmp")) / "scale-debs"
+                limit = args.etcd_max_request_mib
+                etcd = EtcdRun(unpack_etcd(cache), None if limit is None else int(limit * MIB))
             if "live" in parts:
                 result["live"] = live_part(live_sizes, top, run_id, trace, args,
-                                           lambda live: partial(result, live, out))  # fmt: skip
+                                           lambda live: partial(result, live, out), etcd)  # fmt: skip
             if "rounds" in parts:
-                result["rounds"] = rounds_part(args.sizes, args.jobs, top, run_id, trace)
+                result["rounds"] = rounds_part(args.sizes, args.jobs, top, run_id, trace, etcd)
     except (KeyboardInterrupt, Interrupted):
         say("interrupted: stopping everything this run started")
         status = 130
@@ -408,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.save_baseline:
         args.baseline.write_text(json.dumps(result, indent=1) + "\n")
         say(f"wrote {args.baseline}")
+    elif baseline is not None and setup_of(baseline) != setup_of(result):
+        say(f"not compared: {args.baseline.name} measured {describe(setup_of(baseline))}, "
+            f"this run {describe(setup_of(result))}")  # fmt: skip
     elif baseline is not None and args.tolerance.exists():
         regressions = compare(result, baseline, json.loads(args.tolerance.read_text()))
         for line in regressions:

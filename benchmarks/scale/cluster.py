@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,19 +27,29 @@ REPO = Path(__file__).resolve().parents[2]
 PARTITION = "elastic"
 
 
-def unpack(cache: Path) -> Path:
-    """The unpacked tree (made once per cache: apt's download, then dpkg -x of each .deb)."""
-    root = cache / "root"
-    if (root / "usr/sbin/slurmctld-wlm").exists():
+def unpack(
+    cache: Path,
+    packages: Sequence[str] = PACKAGES,
+    name: str = "root",
+    marker: str = "usr/sbin/slurmctld-wlm",
+) -> Path:
+    """The unpacked tree ``cache/name`` of ``packages`` (made once per cache: apt's download,
+    then dpkg -x of each .deb); ``marker``, a file of it, says it is complete."""
+    root = cache / name
+    if (root / marker).exists():
         return root
-    debs = cache / "debs"
+    debs = cache / ("debs" if name == "root" else f"{name}-debs")
     debs.mkdir(parents=True, exist_ok=True)
+    # the dependencies this host lacks, then the packages themselves: --download-only skips a
+    # package the host has installed (etcd-server, for the test suite), apt-get download not
     subprocess.run(
         ["apt-get", "install", "-y", "-q", "--download-only",
-         "-o", f"Dir::Cache::archives={debs}", *PACKAGES],
+         "-o", f"Dir::Cache::archives={debs}", *packages],
         check=True, capture_output=True,
     )  # fmt: skip
-    tmp = cache / "root.partial"
+    subprocess.run(["apt-get", "download", "-q", *packages], cwd=debs, check=True,
+                   capture_output=True)  # fmt: skip
+    tmp = cache / f"{name}.partial"
     shutil.rmtree(tmp, ignore_errors=True)
     for deb in sorted(debs.glob("*.deb")):
         subprocess.run(["dpkg", "-x", str(deb), str(tmp)], check=True)
@@ -184,7 +195,8 @@ def start(
 ) -> subprocess.Popen[bytes]:
     env = layout.env(run_id)
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+        # from the checkout: ``python -m`` puts the working directory first on the path
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     layout.ledger.process(proc.pid, what)
     return proc

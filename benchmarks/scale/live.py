@@ -2,7 +2,7 @@
 read off Slurm and the hook's log, everything stopped again.
 
 What is real: Debian's slurmctld 22.05.8 and munged, sbatch/squeue/sinfo/scontrol, the manager
-(``python -m elastic.manager``, HTTPS, JSON file store), ptc's Slurm client as ResumeProgram
+(``python -m elastic.manager``, HTTPS, JSON file store or etcd), ptc's Slurm client as ResumeProgram
 and SuspendProgram, the policy. What is emulated: a node's machine is one slurmd process on
 loopback (its own port), started by the client's provisioner at power on; the job stream is
 the trace's first jobs, sizes scaled to the pool and times compressed (below).
@@ -32,6 +32,7 @@ from benchmarks.scale.cluster import (
     wait_for,
     write_files,
 )
+from benchmarks.scale.etcd import EtcdRun
 from elastic.errors import PtcError
 from elastic.sim.traces.model import Trace
 
@@ -121,9 +122,10 @@ def tls_files(directory: Path) -> tuple[Path, Path]:
 
 
 def start_manager(
-    layout: Layout, run_id: str, nodes: list[str]
+    layout: Layout, run_id: str, nodes: list[str], store: dict[str, Any] | None = None
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
-    """The real manager service with the pool of ``nodes`` and the partition; (process,
+    """The real manager service with the pool of ``nodes`` and the partition, its state in a
+    JSON file or, with ``store`` (the configuration's ``store:`` mapping), in etcd; (process,
     setup) where setup names its URL, CA and the partition's token file."""
     d = layout.run / "manager"
     d.mkdir(parents=True, exist_ok=True)
@@ -139,6 +141,8 @@ def start_manager(
         "partitions": [{"name": PARTITION}],
         "tls": {"cert": str(cert), "key": str(key)},
     }
+    if store is not None:
+        config["store"] = store
     (d / "config.yaml").write_text(json.dumps(config))
     proc = start([sys.executable, "-m", "elastic.manager", "--config",
                   str(d / "config.yaml")], layout, run_id, "manager", d / "manager.log")  # fmt: skip
@@ -192,15 +196,20 @@ def summary(values: list[float]) -> dict[str, float | None]:
 
 
 def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: float,
-             timeout: float, say: Any) -> dict[str, Any]:  # fmt: skip
+             timeout: float, say: Any, etcd: EtcdRun | None = None) -> dict[str, Any]:  # fmt: skip
     names = node_names(size)
     write_files(layout, run_id)
     say(f"[{size}] munged, slurmctld")
     start_munge(layout, run_id)
     ctld = start_ctld(layout, run_id)
+    member = None
+    if etcd is not None:
+        say(f"[{size}] etcd (the manager's store)")
+        member = etcd.start(layout, run_id)
     t0 = time.monotonic()
     say(f"[{size}] manager with a pool of {size}")
-    manager, setup = start_manager(layout, run_id, names)
+    manager, setup = start_manager(layout, run_id, names,
+                                   member.store_settings() if member else None)  # fmt: skip
     manager_start = time.monotonic() - t0
     (layout.run / "setup.json").write_text(json.dumps({
         **setup, "root": str(layout.root), "nodes": size, "base_port": layout.base_port,
@@ -209,7 +218,10 @@ def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: fl
     stream = job_stream(trace, size, window)
     say(f"[{size}] {len(stream)} jobs asking for {sum(s.nodes for s in stream)} nodes "
         f"over {window:.0f} s")  # fmt: skip
-    cpu0 = {"slurmctld": cpu_seconds(ctld.pid), "manager": cpu_seconds(manager.pid)}
+    watched = {"slurmctld": ctld.pid, "manager": manager.pid}
+    if member is not None:
+        watched["etcd"] = member.proc.pid
+    cpu0 = {what: cpu_seconds(pid) for what, pid in watched.items()}
     submitted: dict[str, float] = {}
     errors: list[str] = []
     begin = time.time()
@@ -251,9 +263,8 @@ def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: fl
             break
         time.sleep(0.5)
     feeder.join(timeout=1)
-    cpu = {"slurmctld": cpu_seconds(ctld.pid) - cpu0["slurmctld"],
-           "manager": cpu_seconds(manager.pid) - cpu0["manager"]}  # fmt: skip
-    mem = {"slurmctld": memory(ctld.pid), "manager": memory(manager.pid)}
+    cpu = {what: cpu_seconds(pid) - cpu0[what] for what, pid in watched.items()}
+    mem = {what: memory(pid) for what, pid in watched.items()}
     slurmd = [e for e in layout.ledger.entries() if str(e.get("what", "")).startswith("slurmd ")]
     per_node = [node_memory(int(e["pid"]), layout, e["what"].split()[1]) for e in slurmd]
     per_node = [m for m in per_node if m]
@@ -287,6 +298,7 @@ def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: fl
     timings = [e.get("timings", {}) for e in events if e["event"] == "resume-done"]
     return {
         "size": size,
+        "store": "file" if member is None else "etcd",
         "jobs": len(stream),
         "submitted": len(submitted),
         "started": len([j for j in submitted if j in started]),
