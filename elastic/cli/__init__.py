@@ -31,7 +31,8 @@ def _root() -> None:
 @dataclass(frozen=True)
 class Module:
     """A module of ``elastic.cli`` and the top-level commands it adds: either a group of its own
-    (``group`` and its ``help``), or the commands its ``register(app)`` adds."""
+    (``group`` and its ``help``; the group is the one command), or the commands its
+    ``register(app)`` adds."""
 
     name: str
     commands: tuple[str, ...]
@@ -62,13 +63,14 @@ MODULES = (
     Module("elastic", ("elastic",)),
     Module("config", ("config",), "The configuration server (etcd)."),
     Module("control", ("control",), "An experiment's testbed control service."),
+    Module("fake_ec2", ("fake-ec2",), "A FAKE EC2 region (an emulation) for an experiment."),
 )
 
 
 def _add(module: Module) -> None:
     loaded = importlib.import_module(f"elastic.cli.{module.name}")
     if module.group:
-        app.add_typer(loaded.app, name=module.name, help=module.help)
+        app.add_typer(loaded.app, name=module.commands[0], help=module.help)
     else:
         loaded.register(app)
 

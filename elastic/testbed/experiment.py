@@ -16,6 +16,8 @@ Layout of ``$PTC_HOME/experiments/NAME/``::
                       mounts it (at the control package's MOUNT)
     control-service/  (local testbed) the control service's journal, pid file and log: no node
                       mounts it
+    fake-ec2/         (local testbed) a FAKE EC2 region's settings, credentials, faults, pid
+                      file, status and log (``ptc fake-ec2``): no node mounts it
     power-holds/      a file per process that needs the nodes up: powering off waits for none
     loans.json        which of its machines are lent to which experiment, as which node
 
@@ -136,6 +138,10 @@ class Experiment:
     @property
     def control_state_dir(self) -> Path:
         return self.dir / "control-service"
+
+    @property
+    def fake_ec2_dir(self) -> Path:
+        return self.dir / "fake-ec2"
 
     @property
     def loans_path(self) -> Path:

@@ -24,7 +24,7 @@ def registered_by(module: cli.Module) -> list[str]:
 
     loaded = importlib.import_module(f"elastic.cli.{module.name}")
     if module.group:
-        app.add_typer(loaded.app, name=module.name)
+        app.add_typer(loaded.app, name=module.commands[0])
     else:
         loaded.register(app)
     return sorted(get_command(app).commands)  # type: ignore[attr-defined]

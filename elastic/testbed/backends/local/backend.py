@@ -106,6 +106,10 @@ class LocalBackend(Backend):
 
     @staticmethod
     def stop_services(exp: Experiment) -> None:
+        # A FAKE EC2 region first: its realiser would otherwise make machines meanwhile.
+        from elastic.testbed.backends.local.fake_ec2 import service as fake_ec2
+
+        fake_ec2.stop(exp)
         control_service.stop(exp)
         fileserver.stop(exp)
 

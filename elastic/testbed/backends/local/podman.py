@@ -16,6 +16,8 @@ CONTAINERS_CONF = Path(__file__).with_name("containers.conf")
 EXPERIMENT_LABEL = "io.ptc.experiment"
 NODE_LABEL = "io.ptc.node"
 TESTBED_LABEL = "io.ptc.testbed"
+# On a machine that stands for an instance of a FAKE EC2 region (``fake_ec2``): its instance id.
+FAKE_EC2_INSTANCE_LABEL = "io.ptc.fake-ec2-instance"
 
 
 def container_name(experiment: str, node: str) -> str:

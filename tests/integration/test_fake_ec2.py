@@ -1,0 +1,157 @@
+"""A FAKE EC2 region (``ptc fake-ec2``) on a real experiment: an instance launched through
+boto3 on the head becomes a fresh machine of the testbed at its private address, runs its user
+data, answers the head, and goes when it is terminated; a capacity fault is refused as EC2
+refuses it.
+
+One undeployed experiment (``ptc up`` only): a head alone on its LAN. The API calls are made on
+the head, with the head's own boto3 (Debian's, in the prepared image) and the credentials the
+region put where the head reads them, so the path is the one a Slurm hook on the controller
+takes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from naming import experiment_name
+from remote import containers, ssh, wait_for
+
+from elastic.remote import ssh as seam
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+NAME = experiment_name("fec2")
+NODE = "burst-0"
+BOOT_DELAY_S = 5
+MARK = "/root/user-data-ran"
+
+# Run on the head: one EC2 call through boto3, its answer as JSON. argv: the call, its
+# arguments as JSON. No retries: a refusal is seen as the first attempt's.
+CALL = r"""
+import json, sys
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+call, args = sys.argv[1], json.loads(sys.argv[2])
+ec2 = boto3.session.Session(region_name="us-east-1").client(
+    "ec2", endpoint_url="http://127.0.0.1:4566",
+    config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
+try:
+    answer = getattr(ec2, call)(**args)
+except ClientError as err:
+    answer = {"Error": err.response["Error"]["Code"],
+              "Status": err.response["ResponseMetadata"]["HTTPStatusCode"]}
+print(json.dumps(answer, default=str))
+"""
+
+
+def call(expdir: Path, method: str, **args: Any) -> Any:
+    done = seam.execute(
+        expdir / "inventory" / "ssh_config",
+        "head",
+        "AWS_SHARED_CREDENTIALS_FILE=/run/ptc-testbed/fake-ec2-credentials python3 - "
+        f"{method} {shlex.quote(json.dumps(args))}",
+        timeout=120,
+        stdin=CALL.encode(),
+    )
+    assert done.returncode == 0, f"{method} on head: {done.error_text}"
+    return json.loads(done.text)
+
+
+def machine(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["podman", "exec", f"ptc-{NAME}-{NODE}", "sh", "-c", command],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def region(
+    experiment_factory: Callable[..., Path], ptc: Any
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    expdir = experiment_factory(NAME, "profiles/tests/head_on_lan.py")
+    started = ptc("fake-ec2", "start", NAME, "--boot-delay", str(BOOT_DELAY_S))
+    assert started.returncode == 0, started.stderr
+    assert "FAKE EC2" in started.stdout and "http://127.0.0.1:4566" in started.stdout
+    report = json.loads((expdir / "fake-ec2" / "status.json").read_text())
+    assert report["ids"]["subnet_id"] in started.stdout
+    assert report["ids"]["image_id"] in started.stdout
+    yield expdir, report
+    stopped = ptc("fake-ec2", "stop", NAME)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_an_instance_becomes_a_machine_at_its_address_runs_its_user_data_and_goes(
+    region: tuple[Path, dict[str, Any]],
+) -> None:
+    expdir, report = region
+    secret = (expdir / "fake-ec2" / "credentials").read_text()
+    assert (expdir / "fake-ec2" / "credentials").stat().st_mode & 0o777 == 0o600
+    asked = time.monotonic()
+    (launched,) = call(
+        expdir, "run_instances",
+        ImageId=report["ids"]["image_id"], SubnetId=report["ids"]["subnet_id"],
+        InstanceType="c5.large", MinCount=1, MaxCount=1,
+        UserData=f"#!/bin/sh\necho ran as $(id -un) on $(hostname) > {MARK}\n",
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [
+            {"Key": "ptc:cluster", "Value": NAME}, {"Key": "ptc:node", "Value": NODE}]}],
+    )["Instances"]  # fmt: skip
+    instance_id, address = launched["InstanceId"], launched["PrivateIpAddress"]
+    assert launched["State"]["Name"] == "pending"
+
+    def state() -> str:
+        (r,) = call(expdir, "describe_instances", InstanceIds=[instance_id])["Reservations"]
+        return str(r["Instances"][0]["State"]["Name"])
+
+    wait_for(f"{instance_id} running", lambda: state() == "running", timeout=120)
+    running_s = time.monotonic() - asked
+    ran = wait_for("the user data's file", lambda: machine(f"cat {MARK}").stdout, timeout=60)
+    assert ran.strip() == f"ran as root on {NODE}"
+    # The head reaches it at the instance's private address, on the LAN.
+    answered = ssh(expdir, "head", f"timeout 5 bash -c '</dev/tcp/{address}/22' && echo open")
+    assert answered.stdout.strip() == "open"
+    print(f"launch to running {running_s:.1f} s, to answering {time.monotonic() - asked:.1f} s")
+    assert machine("ip -o -4 addr show dev eth0").stdout.split()[3].split("/")[0] == address
+    # The instance reaches neither the API (only the head's loopback serves it) nor the host.
+    for where in ("127.0.0.1", "10.10.1.1"):
+        assert machine(f"timeout 3 bash -c '</dev/tcp/{where}/4566'").returncode != 0, where
+    assert machine("ip -o link show | grep -v ' lo:\\| eth0@'").stdout == ""
+    log = machine("cat /var/log/cloud-init-output.log; cat /var/lib/cloud/instance/boot-finished")
+    assert log.stdout.strip().endswith("0"), log
+    # The secret is on no command line of the host, and never printed.
+    key = next(ln.split("=", 1)[1].strip() for ln in secret.splitlines() if "secret" in ln)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    assert key not in ps.stdout
+
+    ended = call(expdir, "terminate_instances", InstanceIds=[instance_id])
+    assert ended["TerminatingInstances"][0]["InstanceId"] == instance_id
+    gone = time.monotonic()
+    wait_for(f"{NODE}'s machine gone", lambda: f"ptc-{NAME}-{NODE}" not in containers(NAME),
+             timeout=60)  # fmt: skip
+    print(f"terminate to machine gone {time.monotonic() - gone:.1f} s")
+    assert state() == "terminated"
+
+
+def test_a_capacity_fault_is_refused_as_insufficient_instance_capacity(
+    region: tuple[Path, dict[str, Any]], ptc: Any
+) -> None:
+    expdir, report = region
+    injected = ptc("fake-ec2", "fault", "capacity", NAME, "--count", "1")
+    assert injected.returncode == 0, injected.stderr
+    launch = {
+        "ImageId": report["ids"]["image_id"], "SubnetId": report["ids"]["subnet_id"],
+        "InstanceType": "c5.large", "MinCount": 1, "MaxCount": 1,
+    }  # fmt: skip
+    refused = call(expdir, "run_instances", **launch)
+    assert refused == {"Error": "InsufficientInstanceCapacity", "Status": 500}
+    # A user of the head without the key pair is refused before moto sees the request.
+    unsigned = ssh(expdir, "head", "python3 -c \"import urllib.request as u; "
+                   "u.urlopen('http://127.0.0.1:4566', data=b'Action=DescribeInstances')\"",
+                   check=False)  # fmt: skip
+    assert unsigned.returncode != 0 and "401" in unsigned.stderr, unsigned.stderr
+    status = ptc("fake-ec2", "status", NAME)
+    assert status.returncode == 0 and "fault:" not in status.stdout, status.stdout
