@@ -8,7 +8,9 @@ Two parts, each per size (see docs/scale.md for what is real and what is emulate
   ResumeProgram/SuspendProgram, each node's machine emulated by one slurmd on loopback. A job
   stream from the trace (sizes scaled to N, times compressed) is submitted with sbatch; printed:
   submit to ResumeProgram call, the call to the node's registration, submit to job start,
-  slurmctld's and the manager's CPU and memory, one emulated node's memory.
+  slurmctld's and the manager's CPU and memory, one emulated node's memory. With
+  ``--accounting slurmdbd``, slurmctld's accounting goes to a real slurmdbd and MariaDB
+  (unpacked the same way, run as root under the run's directory).
 - ``rounds``: the manager service with a pool of N nodes, all held by the partition; one round
   of the client (``report_pv``: squeue to the preemption vector to the manager) with 10,000 and
   100,000 jobs in the queue (Slurm's answers emulated from the trace), a reclamation's decision,
@@ -45,6 +47,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.scale.budget import MIB, Budget, TooBig, check_sizes, mem_available  # noqa: E402
 from benchmarks.scale.cleanup import Interrupted, Ledger, signals_unwind, tear_down  # noqa: E402
+from benchmarks.scale.dbd import MEMORY as DBD_MEMORY  # noqa: E402
+from benchmarks.scale.dbd import DbdRun, free_port, unpack_dbd  # noqa: E402
 from benchmarks.scale.etcd import MEMORY as ETCD_MEMORY  # noqa: E402
 from benchmarks.scale.etcd import EtcdRun, unpack_etcd  # noqa: E402
 from elastic.errors import PtcError  # noqa: E402
@@ -110,14 +114,14 @@ def compare(
     return found
 
 
-def setup_of(run: dict[str, Any]) -> str:
-    """What a run measured with: the manager's store (runs from before the option measured
-    the file store)."""
-    return str(run.get("store", "file"))
+def setup_of(run: dict[str, Any]) -> tuple[str, str]:
+    """What a run measured with: the manager's store and slurmctld's accounting (runs from
+    before either option measured the file store without accounting)."""
+    return str(run.get("store", "file")), str(run.get("accounting", "none"))
 
 
-def describe(setup: str) -> str:
-    return f"the {setup} store"
+def describe(setup: tuple[str, str]) -> str:
+    return f"the {setup[0]} store with accounting {setup[1]}"
 
 
 # -- the parts ------------------------------------------------------------------------------
@@ -129,6 +133,7 @@ def live_part(
     args: argparse.Namespace,
     save: Any = lambda out: None,
     etcd: EtcdRun | None = None,
+    dbd: DbdRun | None = None,
 ) -> dict[str, Any]:
     from benchmarks.scale.cluster import Layout, unpack
     from benchmarks.scale.live import run_size
@@ -137,10 +142,10 @@ def live_part(
     root = unpack(cache)
     out: dict[str, Any] = {}
     for size in sizes:
-        layout = Layout(top / f"live-{size}", root, size)
+        layout = Layout(top / f"live-{size}", root, size, dbd_port=free_port() if dbd else 0)
         try:
             out[str(size)] = run_size(size, layout, run_id, trace, window=args.window,
-                                      timeout=args.timeout, say=say, etcd=etcd)  # fmt: skip
+                                      timeout=args.timeout, say=say, etcd=etcd, dbd=dbd)  # fmt: skip
         finally:
             tear_down(layout.ledger, run_id, remove=lambda p: None)
         print_live(out[str(size)])
@@ -282,9 +287,12 @@ def print_live(row: dict[str, Any]) -> None:
         f"{m['slurmctld'].get('VmHWM', 0):.0f} MiB; manager {row['cpu_s']['manager']:.1f} CPU s, "
         f"peak RSS {m['manager'].get('VmHWM', 0):.0f} MiB; one emulated node (slurmd): "
         f"PSS {row['slurmd_mib']['pss_mean'] or 0:.1f} MiB, RSS {row['slurmd_mib']['rss_mean'] or 0:.1f} MiB")  # fmt: skip
-    if "etcd" in row["cpu_s"]:
-        say(f"[{row['size']}]   etcd (the manager's store) {row['cpu_s']['etcd']:.1f} CPU s, "
-            f"peak RSS {m['etcd'].get('VmHWM', 0):.0f} MiB")  # fmt: skip
+    for what in ("etcd", "slurmdbd", "mariadbd"):
+        if what in row["cpu_s"]:
+            say(f"[{row['size']}]   {what} {row['cpu_s'][what]:.1f} CPU s, "
+                f"peak RSS {m[what].get('VmHWM', 0):.0f} MiB")  # fmt: skip
+    if row.get("jobs_in_accounting") is not None:
+        say(f"[{row['size']}]   jobs in slurmdbd's accounting: {row['jobs_in_accounting']}")
 
 
 # -- the curve and the figures -------------------------------------------------------------
@@ -391,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the manager's store: its JSON file, or a real etcd member")  # fmt: skip
     parser.add_argument("--etcd-max-request-mib", type=float, default=None,
                         help="etcd's --max-request-bytes (default: etcd's 1.5 MiB, as the role)")  # fmt: skip
+    parser.add_argument("--accounting", choices=["none", "slurmdbd"], default="none",
+                        help="live part: slurmctld's accounting, none or a real slurmdbd and MariaDB")  # fmt: skip
     parser.add_argument("--window", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=240.0)
     parser.add_argument("--trace", type=Path, default=TRACE)
@@ -419,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "live" in parts:
             extra = ETCD_MEMORY if args.store == "etcd" else 0
+            extra += DBD_MEMORY if args.accounting == "slurmdbd" else 0
             check_sizes(live_sizes, budget_from(baseline, extra), mem_available())
     except TooBig as err:
         say(f"error: {err}")
@@ -439,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "trace": args.trace.name,
         "store": args.store,
+        "accounting": args.accounting,
         "mem_available_mib": mem_available() / MIB,
         "load_before": os.getloadavg()[0],
     }
@@ -451,9 +463,12 @@ def main(argv: list[str] | None = None) -> int:
                 cache = Path(os.environ.get("PTC_HOME", "/tmp")) / "scale-debs"
                 limit = args.etcd_max_request_mib
                 etcd = EtcdRun(unpack_etcd(cache), None if limit is None else int(limit * MIB))
+            dbd = None
+            if args.accounting == "slurmdbd" and "live" in parts:
+                dbd = DbdRun(unpack_dbd(Path(os.environ.get("PTC_HOME", "/tmp")) / "scale-debs"))
             if "live" in parts:
                 result["live"] = live_part(live_sizes, top, run_id, trace, args,
-                                           lambda live: partial(result, live, out), etcd)  # fmt: skip
+                                           lambda live: partial(result, live, out), etcd, dbd)  # fmt: skip
             if "rounds" in parts:
                 result["rounds"] = rounds_part(args.sizes, args.jobs, top, run_id, trace, etcd)
     except (KeyboardInterrupt, Interrupted):

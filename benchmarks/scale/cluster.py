@@ -25,6 +25,7 @@ PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 LIBEXEC = "usr/lib/x86_64-linux-gnu/slurm-wlm"
 REPO = Path(__file__).resolve().parents[2]
 PARTITION = "elastic"
+CLUSTER = "scale"
 
 
 def unpack(
@@ -67,7 +68,8 @@ def hostlist(count: int) -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a run keeps everything; ``base_port`` + i is node i's slurmd port."""
+    """Where a run keeps everything; ``base_port`` + i is node i's slurmd port. With a
+    ``dbd_port``, slurmctld sends its accounting to the slurmdbd on it (else none)."""
 
     run: Path
     root: Path
@@ -75,6 +77,7 @@ class Layout:
     ctld_port: int = 19817
     base_port: int = 20001
     cpus: int = 16
+    dbd_port: int = 0
 
     @property
     def conf(self) -> Path:
@@ -110,7 +113,7 @@ class Layout:
 def slurm_conf(layout: Layout) -> str:
     run, lib = layout.run, layout.root / LIBEXEC
     lines = [
-        "ClusterName=scale",
+        f"ClusterName={CLUSTER}",
         f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
         "MailProg=/bin/true",
         "MpiDefault=none",
@@ -134,7 +137,17 @@ def slurm_conf(layout: Layout) -> str:
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        *(
+            [
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                "AccountingStorageHost=127.0.0.1",
+                f"AccountingStoragePort={layout.dbd_port}",
+                # the munge socket slurmctld signs its messages to slurmdbd with
+                f"AccountingStoragePass={layout.munge_socket}",
+            ]
+            if layout.dbd_port
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "SchedulerType=sched/backfill",
@@ -191,9 +204,16 @@ def write_files(layout: Layout, run_id: str) -> None:
 
 
 def start(
-    argv: list[str], layout: Layout, run_id: str, what: str, log: Path
+    argv: list[str],
+    layout: Layout,
+    run_id: str,
+    what: str,
+    log: Path,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    env = layout.env(run_id)
+    """``argv`` in a session of its own, in the run's ledger; ``env`` (default: the run's)
+    keeps the run's marker."""
+    env = {**(env or layout.env(run_id)), MARKER: run_id}
     with log.open("ab") as out:
         # from the checkout: ``python -m`` puts the working directory first on the path
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
@@ -218,8 +238,14 @@ def start_munge(layout: Layout, run_id: str) -> subprocess.Popen[bytes]:
 
 
 def start_ctld(layout: Layout, run_id: str) -> subprocess.Popen[bytes]:
+    # Debian names the binary slurmctld-wlm and links slurmctld to it when installed; Slurm
+    # knows it runs as the controller by its process name, and the accounting plugin without
+    # that knowledge crashes the controller at start (a segmentation fault in 22.05.8)
+    link = layout.run / "bin" / "slurmctld"
+    if not link.is_symlink():
+        link.symlink_to(layout.root / "usr/sbin/slurmctld-wlm")
     proc = start(
-        [str(layout.root / "usr/sbin/slurmctld-wlm"), "-D", "-i", "-f", str(layout.conf)],
+        [str(link), "-D", "-i", "-f", str(layout.conf)],
         layout, run_id, "slurmctld", layout.run / "ctld/slurmctld.out",
     )  # fmt: skip
     env = layout.env(run_id)

@@ -32,6 +32,7 @@ from benchmarks.scale.cluster import (
     wait_for,
     write_files,
 )
+from benchmarks.scale.dbd import DbdRun
 from benchmarks.scale.etcd import EtcdRun
 from elastic.errors import PtcError
 from elastic.sim.traces.model import Trace
@@ -196,11 +197,13 @@ def summary(values: list[float]) -> dict[str, float | None]:
 
 
 def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: float,
-             timeout: float, say: Any, etcd: EtcdRun | None = None) -> dict[str, Any]:  # fmt: skip
+             timeout: float, say: Any, etcd: EtcdRun | None = None,
+             dbd: DbdRun | None = None) -> dict[str, Any]:  # fmt: skip
     names = node_names(size)
     write_files(layout, run_id)
-    say(f"[{size}] munged, slurmctld")
+    say(f"[{size}] munged, slurmctld" + (", slurmdbd and MariaDB" if dbd else ""))
     start_munge(layout, run_id)
+    accounting = dbd.start(layout, run_id) if dbd is not None else None
     ctld = start_ctld(layout, run_id)
     member = None
     if etcd is not None:
@@ -221,6 +224,9 @@ def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: fl
     watched = {"slurmctld": ctld.pid, "manager": manager.pid}
     if member is not None:
         watched["etcd"] = member.proc.pid
+    if accounting is not None:
+        watched["slurmdbd"] = accounting.slurmdbd.pid
+        watched["mariadbd"] = accounting.mariadbd.pid
     cpu0 = {what: cpu_seconds(pid) for what, pid in watched.items()}
     submitted: dict[str, float] = {}
     errors: list[str] = []
@@ -296,9 +302,17 @@ def run_size(size: int, layout: Layout, run_id: str, trace: Trace, *, window: fl
                 to_resume.append(min(times) - at)
     to_register = [registered[n] - called[n] for n in called if n in registered]
     timings = [e.get("timings", {}) for e in events if e["event"] == "resume-done"]
+    accounted = None
+    if accounting is not None:
+        # the jobs slurmdbd recorded: that accounting was on, not only configured
+        listed = subprocess.run(["sacct", "-n", "-X", "-a", "-P", "-o", "JobID", "-S", "now-1hours"],
+                                env=env, capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+        accounted = len([j for j in listed.stdout.split() if j.strip() in submitted])
     return {
         "size": size,
         "store": "file" if member is None else "etcd",
+        "accounting": "none" if accounting is None else "slurmdbd",
+        "jobs_in_accounting": accounted,
         "jobs": len(stream),
         "submitted": len(submitted),
         "started": len([j for j in submitted if j in started]),
