@@ -65,6 +65,7 @@ from elastic.sites.ec2.userdata import JoinSpec
 from elastic.slurm import hostlist
 from elastic.slurm.commands import Slurm
 from elastic.slurm.commands import subprocess_runner as slurm_runner
+from elastic.slurm.join import JoinTokens, key_path
 from elastic.slurm.sites import SiteNodes, load_sites
 from elastic.testbed.backends.cloudlab.portal import PortalControl, PortalSettings
 from elastic.testbed.backends.local import control as testbed_control
@@ -672,8 +673,14 @@ def control_of(
     )
 
 
-# The settings of ``ec2`` in the client's configuration, the ones it must have first.
+# The settings of ``ec2`` in the client's configuration, the ones it must have first. The
+# munge key's source may be ``controller`` (the client's join endpoint, ``join_url``, with a
+# one-use token per launch kept in ``tokens_file``, its certificate verified with ``ca_file``),
+# and slurm.conf's ``configless`` (slurmd asks slurmctld at ``conf_server``).
 EC2_SETTINGS = ("cluster", "credentials_file", "munge_key", "slurm_conf")
+EC2_OPTIONAL = ("join_url", "tokens_file", "ca_file", "key_file", "conf_server")
+FROM_CONTROLLER = "controller"
+CONFIGLESS = "configless"
 _WHERE = re.compile(r"^sites file (?P<path>.+): (?P<site>[a-z][a-z0-9-]*)$")
 
 
@@ -701,11 +708,15 @@ def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerCont
             f"{where}: provider ec2: the controller has no ec2 settings (deploy with "
             "elastic_ec2_credentials_src)"
         )
-    if unknown := sorted(set(map(str, raw)) - set(EC2_SETTINGS)):
-        raise InputError(f"provisioner: ec2.{unknown[0]}: not known ({', '.join(EC2_SETTINGS)})")
+    known = (*EC2_SETTINGS, *EC2_OPTIONAL)
+    if unknown := sorted(set(map(str, raw)) - set(known)):
+        raise InputError(f"provisioner: ec2.{unknown[0]}: not known ({', '.join(known)})")
     for key in EC2_SETTINGS:
         if not isinstance(raw.get(key), str) or not raw[key]:
             raise InputError(f"provisioner: ec2.{key}: missing or not a string")
+    for key in EC2_OPTIONAL:
+        if key in raw and (not isinstance(raw[key], str) or not raw[key]):
+            raise InputError(f"provisioner: ec2.{key}: empty or not a string")
     credentials = Path(raw["credentials_file"])
     if not credentials.is_file():
         raise InputError(
@@ -723,7 +734,7 @@ def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerCont
     os.environ[AWS_CREDENTIALS_VARIABLE] = str(credentials)
     try:
         settings = site.ec2_settings()
-        join = JoinSpec(munge_key=raw["munge_key"], slurm_conf=raw["slurm_conf"], dynamic=False)
+        user_data = _user_data(raw)
         provider = Ec2Provider(settings)
         slurm = Slurm(slurm_runner())
         return Ec2Control(
@@ -731,11 +742,49 @@ def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerCont
             check_name(raw["cluster"], "provisioner: ec2.cluster"),
             site.name,
             site.nodes,
-            lambda node: join,
+            user_data,
             on_address=slurm.set_address,
         )
     except InputError as err:
         raise InputError(f"{where}: provider ec2: {err}") from err
+
+
+def _user_data(raw: Mapping[str, Any]) -> Callable[[str], JoinSpec]:
+    """Each launched node's join: where it fetches the munge key and slurm.conf, or, from the
+    controller, a key endpoint with a token issued for this launch and slurmd configless."""
+    conf_server = None
+    if raw["slurm_conf"] == CONFIGLESS:
+        conf_server = raw.get("conf_server")
+        if not conf_server:
+            raise InputError("provisioner: ec2.conf_server: missing (slurm_conf is configless)")
+    slurm_conf = "" if conf_server else raw["slurm_conf"]
+    if raw["munge_key"] != FROM_CONTROLLER:
+        fixed = JoinSpec(raw["munge_key"], slurm_conf, dynamic=False, conf_server=conf_server)
+        return lambda node: fixed
+    for key in ("join_url", "tokens_file", "ca_file"):
+        if not raw.get(key):
+            raise InputError(f"provisioner: ec2.{key}: missing (munge_key is {FROM_CONTROLLER})")
+    url = str(raw["join_url"]).rstrip("/")
+    if not url.startswith("https://"):
+        raise InputError(f"provisioner: ec2.join_url: {url!r} is not an https:// URL")
+    try:
+        ca = Path(raw["ca_file"]).read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"provisioner: ec2.ca_file: cannot read it ({err.strerror})") from err
+    tokens = JoinTokens(Path(raw["tokens_file"]))
+    JoinSpec(url + key_path("n"), slurm_conf, conf_server=conf_server, ca_pem=ca)  # checked now
+
+    def join(node: str) -> JoinSpec:
+        return JoinSpec(
+            url + key_path(node),
+            slurm_conf,
+            dynamic=False,
+            conf_server=conf_server,
+            key_token=tokens.issue(node),
+            ca_pem=ca,
+        )
+
+    return join
 
 
 def node_control(extra: dict[str, Any]) -> PowerControl:

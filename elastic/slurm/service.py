@@ -85,6 +85,7 @@ from elastic.slurm.client import (
     SlurmElasticClient,
 )
 from elastic.slurm.commands import Slurm, subprocess_runner
+from elastic.slurm.join import KEY_PATH, JoinTokens, KeyServer
 from elastic.slurm.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from elastic.slurm.metrics import ClientMetrics
 from elastic.slurm.rebalance import run_round
@@ -245,6 +246,7 @@ def create_app(
     repair: RepairLoop | None = None,
     run_loop: bool = True,
     observer_token: str | None = None,
+    keys: KeyServer | None = None,
 ) -> FastAPI:
     """The client's endpoint (NotifyDeletePending, authenticated with the partition's token;
     its metrics, with that token or the manager's read-only observer token) and, while it runs, the PV loop, the reclamation steps, the pool's drains, protected mode,
@@ -318,6 +320,20 @@ def create_app(
         client.notified(payload.model_dump())
         return {"ok": True}
 
+    @app.get(KEY_PATH, include_in_schema=False)  # FastAPI's {node} is the path's
+    def join_key(
+        node: str,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Response:
+        """A joining cloud instance's munge key, once, against its node's join token (its user
+        data holds the token, never the key). Every refusal says the same."""
+        key = keys.key_for(node, credentials.credentials if credentials else "") if keys else None
+        if key is None:
+            log.warning("join: %s: refused (no good token for it)", node[:64])
+            return JSONResponse({"error": "Forbidden", "message": "no join for this node"}, 403)
+        log.info("join: %s: munge key handed out", node)
+        return Response(key, media_type="application/octet-stream")
+
     @app.get("/metrics", dependencies=[Depends(check_reader)], include_in_schema=False)
     def metrics_text() -> Response:
         """The client's metrics in Prometheus's text format (the partition's token or the
@@ -325,6 +341,18 @@ def create_app(
         return Response(metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     return app
+
+
+def key_server(settings: SlurmClientSettings) -> KeyServer | None:
+    """The join endpoint's keys when ec2 sites take the munge key from the controller
+    (``ec2: {munge_key: controller, tokens_file, key_file}``); None otherwise."""
+    raw = settings.extra.get("ec2")
+    if not isinstance(raw, dict) or raw.get("munge_key") != "controller":
+        return None
+    if not raw.get("tokens_file"):
+        raise InputError("ec2.tokens_file: missing (munge_key is controller)")
+    key_file = Path(str(raw.get("key_file") or "/etc/munge/munge.key"))
+    return KeyServer(JoinTokens(Path(str(raw["tokens_file"]))), key_file)
 
 
 def _observer_token(settings: SlurmClientSettings) -> str | None:
@@ -503,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
                 client,
                 token,
                 observer_token=_observer_token(settings),
+                keys=key_server(settings),
                 pv_interval=settings.pv_interval,
                 step_interval=settings.step_interval,
                 sync_interval=settings.sync_interval,

@@ -11,10 +11,22 @@ are *where* the node gets each file: an ``s3://`` object read with the instance'
 a volume the image mounts). A URL with credentials or a query string (a presigned URL is a
 bearer secret that would sit in the user data for anyone to replay) is refused, naming the
 parameter.
+
+Two forms need no copy of anything on the image or in a bucket:
+
+- ``conf_server``: Slurm's configless mode (``SlurmctldParameters=enable_configless``):
+  slurmd fetches its configuration from slurmctld (``slurmd --conf-server HOST:PORT``), so no
+  ``slurm.conf`` is fetched;
+- ``key_token``: the munge key comes from the controller's join endpoint (an ``https://`` URL
+  verified against ``ca_pem``, the cluster's CA certificate, which is public), against a token
+  bound to this node, good once and for a short while (``elastic.slurm.join``). The token is the
+  one secret in the script, and it is spent at first boot; it reaches curl on its standard
+  input, never on a command line.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import string
 from dataclasses import dataclass
@@ -24,6 +36,8 @@ from elastic.errors import InputError
 
 # EC2 refuses user data over 16 KiB (before base64).
 MAX_BYTES = 16 * 1024
+CONF_SERVER = re.compile(r"^[A-Za-z0-9.-]+(:\d{1,5})?$")
+TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 
 
 class _Template(string.Template):
@@ -43,6 +57,15 @@ node=@@node
 munge_key=@@munge_key
 slurm_conf=@@slurm_conf
 dynamic=@@dynamic
+conf_server=@@conf_server
+key_token=@@key_token
+ca=
+if [ -n @@ca_given ]; then
+  ca=/etc/ptc-join-ca.crt
+  cat > "$ca" <<'PTC_CA'
+@@ca_pem
+PTC_CA
+fi
 
 imds() {  # instance metadata, IMDSv2 (a session token first)
   local token
@@ -51,12 +74,18 @@ imds() {  # instance metadata, IMDSv2 (a session token first)
   curl -fsS -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
 }
 
-fetch() {  # fetch SOURCE DEST MODE OWNER: in place at once, never half-written or world-readable
+fetch() {  # fetch SOURCE DEST MODE OWNER [TOKEN]: in place at once, never half-written or world-readable
   local source=$1 dest=$2 tmp
   tmp=$(mktemp "$dest.XXXXXX")
   case "$source" in
     s3://*) aws s3 cp --only-show-errors "$source" "$tmp" ;;
-    https://*) curl -fsS --retry 5 --retry-connrefused -o "$tmp" "$source" ;;
+    https://*)
+      if [ -n "$5" ]; then  # a join token: on curl's standard input, never its command line
+        printf 'header = "Authorization: Bearer %s"\n' "$5" |
+          curl -fsS --retry 5 --retry-connrefused ${ca:+--cacert "$ca"} -K - -o "$tmp" "$source"
+      else
+        curl -fsS --retry 5 --retry-connrefused ${ca:+--cacert "$ca"} -o "$tmp" "$source"
+      fi ;;
     /*) cp "$source" "$tmp" ;;
     *) echo "ptc: cannot fetch $source" >&2; rm -f "$tmp"; exit 1 ;;
   esac
@@ -75,13 +104,22 @@ install -d -m 0755 /etc/cloud/cloud.cfg.d
 echo 'preserve_hostname: true' > /etc/cloud/cloud.cfg.d/99-ptc-hostname.cfg
 
 install -d -m 0700 -o munge -g munge /etc/munge
-fetch "$munge_key" /etc/munge/munge.key 0400 munge:munge
+fetch "$munge_key" /etc/munge/munge.key 0400 munge:munge "$key_token"
+key_token=
 install -d -m 0755 /etc/slurm
-fetch "$slurm_conf" /etc/slurm/slurm.conf 0644 root:root
-
+options=
+if [ -n "$conf_server" ]; then
+  # configless: slurmd fetches its configuration from slurmctld
+  options="--conf-server $conf_server"
+else
+  fetch "$slurm_conf" /etc/slurm/slurm.conf 0644 root:root
+fi
 if [ "$dynamic" = yes ]; then
   # A dynamic node registers itself with slurmctld; the site is a feature jobs can ask for.
-  echo "SLURMD_OPTIONS=\"-Z --conf 'Feature=$site'\"" > /etc/default/slurmd
+  options="$options -Z --conf 'Feature=$site'"
+fi
+if [ -n "$options" ]; then
+  echo "SLURMD_OPTIONS=\"${options# }\"" > /etc/default/slurmd
 fi
 systemctl restart munge
 systemctl enable slurmd
@@ -100,10 +138,30 @@ class JoinSpec:
     munge_key: str
     slurm_conf: str
     dynamic: bool = True
+    # configless: slurmd's configuration from slurmctld at HOST:PORT (no slurm_conf fetched)
+    conf_server: str | None = None
+    # the munge key from the controller's join endpoint: this node's one-use token, and the CA
+    # certificate (PEM, public) the endpoint's certificate verifies to
+    key_token: str | None = None
+    ca_pem: str | None = None
 
     def __post_init__(self) -> None:
         _check_source(self.munge_key, "munge_key")
-        _check_source(self.slurm_conf, "slurm_conf")
+        if self.conf_server is None:
+            _check_source(self.slurm_conf, "slurm_conf")
+        elif not CONF_SERVER.match(self.conf_server):
+            raise InputError(f"conf_server: {self.conf_server!r} is not HOST or HOST:PORT")
+        if self.key_token is not None:
+            if not TOKEN.match(self.key_token):
+                raise InputError("key_token: not a token of letters, digits, - and _")
+            if not self.munge_key.startswith("https://"):
+                raise InputError("key_token: the munge key must then come from an https:// URL")
+        if self.ca_pem is not None and not (
+            self.ca_pem.startswith("-----BEGIN CERTIFICATE-----")
+            and "PRIVATE" not in self.ca_pem
+            and "PTC_CA" not in self.ca_pem
+        ):
+            raise InputError("ca_pem: not a PEM certificate (and nothing else)")
 
     def render(self, cluster: str, site: str, node: str | None = None) -> str:
         """The script for a node of ``cluster`` at ``site`` called ``node`` (``None``: the
@@ -117,6 +175,10 @@ class JoinSpec:
             munge_key=shlex.quote(self.munge_key),
             slurm_conf=shlex.quote(self.slurm_conf),
             dynamic="yes" if self.dynamic else "no",
+            conf_server=shlex.quote(self.conf_server or ""),
+            key_token=shlex.quote(self.key_token or ""),
+            ca_given=shlex.quote("yes" if self.ca_pem else ""),
+            ca_pem=(self.ca_pem or "").strip(),
         )
         if len(script.encode()) > MAX_BYTES:
             raise InputError(f"user data: {len(script.encode())} bytes, EC2 takes {MAX_BYTES}")

@@ -48,7 +48,13 @@ def test_the_client_s_ec2_settings_are_the_ones_the_provisioner_reads(
 ) -> None:
     assert ec2_block(role) == {}  # no credentials given: no ec2 settings
     written = ec2_block({**role, "elastic_ec2_credentials_src": "/home/me/aws.ini"})["ec2"]
-    assert tuple(written) == provision.EC2_SETTINGS
+    assert set(provision.EC2_SETTINGS) <= set(written)
+    assert set(written) <= {*provision.EC2_SETTINGS, *provision.EC2_OPTIONAL}
+    assert (written["munge_key"], written["slurm_conf"]) == (
+        provision.FROM_CONTROLLER,
+        provision.CONFIGLESS,
+    )
+    assert written["join_url"].startswith("https://")
     assert written["credentials_file"] == f"{node_paths.ELASTIC_TOKENS_DIR}/aws-credentials"
     assert written["cluster"] == "ptc"
 

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from elastic.errors import InputError
 from elastic.sites.ec2.control import Ec2Control
 from elastic.slurm import hostlist, service
+from elastic.slurm.join import JoinTokens, KeyServer
 from elastic.slurm.provision import (
     AWS_CREDENTIALS_VARIABLE,
     PlaybookProvisioner,
@@ -169,3 +171,103 @@ def test_the_cloud_sites_nodes_are_read_for_slurm_conf_and_the_pool(
     bad = sites_file(tmp_path, EC2.replace("}", ", cpus: many}"))
     assert service.main(["site-cloud-nodes", "--sites", str(bad)]) == InputError.exit_code
     assert "field ec2.cpus: 'many'" in capsys.readouterr().err
+
+
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+
+
+def joining(tmp_path: Path, credentials: Path, **changed: Any) -> dict[str, Any]:
+    ca = tmp_path / "ca.crt"
+    ca.write_text(CA_PEM)
+    return client_ec2(
+        credentials,
+        munge_key="controller",
+        slurm_conf="configless",
+        join_url="https://10.10.1.1:8701",
+        tokens_file=str(tmp_path / "join-tokens.json"),
+        ca_file=str(ca),
+        conf_server="10.10.1.1:6817",
+        **changed,
+    )
+
+
+def test_each_launch_gets_a_token_for_its_node_and_no_key(
+    tmp_path: Path, credentials: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(AWS_CREDENTIALS_VARIABLE, raising=False)
+    (munge := tmp_path / "munge.key").write_bytes(b"THE-MUNGE-KEY")
+    path = sites_file(tmp_path)
+    (_, cloud) = load_sites(path, hostlist.expand)
+    extra = joining(tmp_path, credentials)
+    control = control_of("ec2", cloud.settings, extra, "x", site=cloud)
+    assert isinstance(control, Ec2Control)
+    join = control.user_data("ec2-0")
+    assert join.munge_key == "https://10.10.1.1:8701/v1/join/ec2-0/munge.key"
+    assert join.conf_server == "10.10.1.1:6817" and join.ca_pem == CA_PEM
+    script = join.render("demo", "cloud", "ec2-0")
+    assert "THE-MUNGE-KEY" not in script
+    assert join.key_token is not None
+    tokens = JoinTokens(tmp_path / "join-tokens.json")
+    server = KeyServer(tokens, munge)
+    assert server.key_for("ec2-0", join.key_token) == b"THE-MUNGE-KEY"
+    assert server.key_for("ec2-0", join.key_token) is None
+
+
+@pytest.mark.parametrize(
+    ("changed", "why"),
+    [
+        (
+            {"join_url": "http://10.10.1.1:8701"},
+            r"ec2.join_url: 'http://10.10.1.1:8701' is not an https",
+        ),
+        ({"conf_server": None}, r"ec2.conf_server: missing \(slurm_conf is configless\)"),
+        ({"tokens_file": None}, r"ec2.tokens_file: missing \(munge_key is controller\)"),
+        ({"ca_file": "/nonexistent/ca.crt"}, r"ec2.ca_file: cannot read it"),
+        ({"join_url": ""}, r"ec2.join_url: empty"),
+    ],
+)
+def test_a_join_from_the_controller_is_refused_short_of_its_settings(
+    tmp_path: Path,
+    credentials: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    changed: dict[str, Any],
+    why: str,
+) -> None:
+    monkeypatch.delenv(AWS_CREDENTIALS_VARIABLE, raising=False)
+    path = sites_file(tmp_path)
+    (_, cloud) = load_sites(path, hostlist.expand)
+    extra = joining(tmp_path, credentials)
+    for key, value in changed.items():
+        if value is None:
+            del extra["ec2"][key]
+        else:
+            extra["ec2"][key] = value
+    with pytest.raises(InputError, match=why):
+        control_of("ec2", cloud.settings, extra, "x", site=cloud)
+
+
+def test_the_client_s_endpoint_hands_the_key_once_to_its_node(tmp_path: Path) -> None:
+    (munge := tmp_path / "munge.key").write_bytes(b"THE-MUNGE-KEY")
+    tokens = JoinTokens(tmp_path / "join-tokens.json")
+    settings = service.SlurmClientSettings(
+        manager_url="https://127.0.0.1:1",
+        token_file=tmp_path / "t",
+        extra={"ec2": {"munge_key": "controller", "tokens_file": str(tokens.path),
+                       "key_file": str(munge)}},
+    )  # fmt: skip
+    keys = service.key_server(settings)
+    assert keys is not None
+    app = service.create_app(object(), "partition-token", run_loop=False, keys=keys)  # type: ignore[arg-type]
+    token = tokens.issue("ec2-0")
+    with TestClient(app) as http:
+        url = "/v1/join/ec2-0/munge.key"
+        assert http.get(url).status_code == 403
+        assert http.get(url, headers={"Authorization": "Bearer partition-token"}).status_code == 403
+        other = http.get("/v1/join/ec2-1/munge.key", headers={"Authorization": f"Bearer {token}"})
+        assert other.status_code == 403  # and the token is spent
+        token = tokens.issue("ec2-0")
+        got = http.get(url, headers={"Authorization": f"Bearer {token}"})
+        assert (got.status_code, got.content) == (200, b"THE-MUNGE-KEY")
+        assert http.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 403
+    no_ec2 = service.SlurmClientSettings(manager_url="https://x:1", token_file=tmp_path / "t")
+    assert service.key_server(no_ec2) is None

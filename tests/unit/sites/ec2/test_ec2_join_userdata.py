@@ -1,0 +1,95 @@
+"""User data for a node that joins without a copy of anything: slurmd configless from slurmctld,
+the munge key from the controller's join endpoint against a one-use token, which reaches curl
+on its standard input and never its command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from elastic.errors import InputError
+from elastic.sites.ec2.userdata import JoinSpec
+
+CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+TOKEN = "t0k3n-" + "x" * 30
+URL = "https://10.10.1.1:8701/v1/join/ec2-0/munge.key"
+
+
+def spec(**changed: object) -> JoinSpec:
+    fields: dict[str, object] = {
+        "munge_key": URL,
+        "slurm_conf": "",
+        "dynamic": False,
+        "conf_server": "10.10.1.1:6817",
+        "key_token": TOKEN,
+        "ca_pem": CA,
+    }
+    return JoinSpec(**{**fields, **changed})  # type: ignore[arg-type]
+
+
+def test_configless_starts_slurmd_from_the_controller_and_fetches_no_slurm_conf() -> None:
+    script = spec().render("ptc", "cloud", "ec2-0")
+    assert "conf_server=10.10.1.1:6817\n" in script
+    assert 'options="--conf-server $conf_server"' in script
+    assert f"key_token={TOKEN}\n" in script
+    assert CA.strip() in script
+    parsed = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
+    assert parsed.returncode == 0, parsed.stderr
+
+
+@pytest.mark.parametrize(
+    ("changed", "why"),
+    [
+        ({"conf_server": None}, r"^slurm_conf: empty"),
+        ({"conf_server": "head;reboot"}, r"^conf_server: 'head;reboot'"),
+        ({"key_token": "short"}, r"^key_token: not a token"),
+        ({"munge_key": "/etc/munge/munge.key"}, r"^key_token: the munge key must then come"),
+        ({"ca_pem": "-----BEGIN PRIVATE KEY-----\nx"}, r"^ca_pem: not a PEM certificate"),
+        ({"ca_pem": CA + "-----BEGIN RSA PRIVATE KEY-----\n"}, r"^ca_pem: not a PEM"),
+    ],
+)
+def test_a_bad_join_is_refused_naming_the_field(changed: dict[str, object], why: str) -> None:
+    with pytest.raises(InputError, match=why):
+        spec(**changed)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_the_token_goes_to_curl_on_its_input_and_the_ca_verifies_the_endpoint(
+    tmp_path: Path,
+) -> None:
+    """The script's own fetch function, run with a stand-in curl that records what it got."""
+    script = spec().render("ptc", "cloud", "ec2-0")
+    start = script.index("fetch() {")
+    function = script[start : script.index("\n}\n", start) + 3]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    curl = bin_dir / "curl"
+    curl.write_text(
+        "#!/bin/bash\n"
+        f'echo "$@" > {tmp_path}/argv\n'
+        f"cat > {tmp_path}/stdin\n"
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && { echo key > "$2"; }; shift; done\n'
+    )
+    curl.chmod(0o755)
+    dest = tmp_path / "munge.key"
+    owner = f"{os.getuid()}:{os.getgid()}"
+    body = (
+        f"set -euo pipefail\nca={tmp_path}/ca.crt\n{function}\n"
+        f'fetch {URL} {dest} 0400 {owner} "{TOKEN}"\n'
+    )
+    done = subprocess.run(
+        ["bash", "-c", body],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    argv = (tmp_path / "argv").read_text()
+    assert TOKEN not in argv
+    assert f"--cacert {tmp_path}/ca.crt" in argv and "-K -" in argv and URL in argv
+    assert (tmp_path / "stdin").read_text() == f'header = "Authorization: Bearer {TOKEN}"\n'
+    assert dest.read_text() == "key\n" and oct(dest.stat().st_mode & 0o777) == "0o400"
