@@ -679,6 +679,8 @@ def control_of(
 # and slurm.conf's ``configless`` (slurmd asks slurmctld at ``conf_server``).
 EC2_SETTINGS = ("cluster", "credentials_file", "munge_key", "slurm_conf")
 EC2_OPTIONAL = ("join_url", "tokens_file", "ca_file", "key_file", "conf_server")
+# ... and the seconds of the client's reconciliation of the sites' instances (elastic.slurm.ec2_sync).
+EC2_SECONDS = ("sync_interval", "orphan_grace")
 FROM_CONTROLLER = "controller"
 CONFIGLESS = "configless"
 _WHERE = re.compile(r"^sites file (?P<path>.+): (?P<site>[a-z][a-z0-9-]*)$")
@@ -708,7 +710,7 @@ def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerCont
             f"{where}: provider ec2: the controller has no ec2 settings (deploy with "
             "elastic_ec2_credentials_src)"
         )
-    known = (*EC2_SETTINGS, *EC2_OPTIONAL)
+    known = (*EC2_SETTINGS, *EC2_OPTIONAL, *EC2_SECONDS)
     if unknown := sorted(set(map(str, raw)) - set(known)):
         raise InputError(f"provisioner: ec2.{unknown[0]}: not known ({', '.join(known)})")
     for key in EC2_SETTINGS:
@@ -717,6 +719,10 @@ def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerCont
     for key in EC2_OPTIONAL:
         if key in raw and (not isinstance(raw[key], str) or not raw[key]):
             raise InputError(f"provisioner: ec2.{key}: empty or not a string")
+    for key in EC2_SECONDS:
+        value = raw.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise InputError(f"provisioner: ec2.{key}: {value!r} is not seconds >= 0")
     credentials = Path(raw["credentials_file"])
     if not credentials.is_file():
         raise InputError(

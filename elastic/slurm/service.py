@@ -19,6 +19,7 @@ elastic role writes it, and the files it names, at the paths of ``elastic.node_p
     step_interval: 1              # reclamation steps (idle nodes back, requeue at deadline)
     sync_interval: 5              # drain nodes other partitions hold, undrain freed ones
     repair_interval: 60           # the repair loop's rounds (0: no repair loop)
+    # an ec2 site's instances against Slurm every ec2.sync_interval s (elastic/slurm/ec2_sync.py)
     repair_after: 2               # rounds a node must be seen broken before it is repaired
     lender:                       # the reference partition that holds lent machines (omit:
       partition: ref              #   the repair loop leaves lent machines' nodes alone)
@@ -85,6 +86,7 @@ from elastic.slurm.client import (
     SlurmElasticClient,
 )
 from elastic.slurm.commands import Slurm, subprocess_runner
+from elastic.slurm.ec2_sync import ORPHAN_GRACE_S, SYNC_INTERVAL_S, Ec2Sync, ec2_controls
 from elastic.slurm.join import KEY_PATH, JoinTokens, KeyServer
 from elastic.slurm.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from elastic.slurm.metrics import ClientMetrics
@@ -247,6 +249,7 @@ def create_app(
     run_loop: bool = True,
     observer_token: str | None = None,
     keys: KeyServer | None = None,
+    ec2_sync: Ec2Sync | None = None,
 ) -> FastAPI:
     """The client's endpoint (NotifyDeletePending, authenticated with the partition's token;
     its metrics, with that token or the manager's read-only observer token) and, while it runs, the PV loop, the reclamation steps, the pool's drains, protected mode,
@@ -264,6 +267,8 @@ def create_app(
         ]
         if repair is not None and repair.config.interval > 0:
             jobs.append(("repair", repair.config.interval, repair.round))
+        if ec2_sync is not None and ec2_sync.interval > 0:
+            jobs.append(("ec2", ec2_sync.interval, ec2_sync.round))
         last = {name: -1e18 for name, _, _ in jobs}
         while True:
             for name, interval, job in jobs:
@@ -341,6 +346,23 @@ def create_app(
         return Response(metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     return app
+
+
+def build_ec2_sync(settings: SlurmClientSettings, client: SlurmElasticClient) -> Ec2Sync | None:
+    """The reconciliation of the ec2 sites' instances on the client's timer; None without an
+    ec2 site. ``ec2: {sync_interval, orphan_grace}`` (seconds; an interval of 0: none)."""
+    controls = ec2_controls(client.provisioner)
+    raw = settings.extra.get("ec2")
+    if not controls or not isinstance(raw, dict):
+        return None
+    return Ec2Sync(
+        client.slurm,
+        controls,
+        interval=raw.get("sync_interval", SYNC_INTERVAL_S),
+        grace_s=raw.get("orphan_grace", ORPHAN_GRACE_S),
+        busy=lambda: set(client.under_repair),
+        on_event=to_logger(log),
+    )
 
 
 def key_server(settings: SlurmClientSettings) -> KeyServer | None:
@@ -532,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                 token,
                 observer_token=_observer_token(settings),
                 keys=key_server(settings),
+                ec2_sync=build_ec2_sync(settings, client),
                 pv_interval=settings.pv_interval,
                 step_interval=settings.step_interval,
                 sync_interval=settings.sync_interval,

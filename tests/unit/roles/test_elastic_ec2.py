@@ -39,6 +39,7 @@ def ec2_block(context: dict[str, Any]) -> dict[str, Any]:
     block = text[start : text.index("{% endif %}", start) + len("{% endif %}")]
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["to_json"] = json.dumps
+    env.filters["int"] = int
     parsed: dict[str, Any] = yaml.safe_load(env.from_string(block).render(context)) or {}
     return parsed
 
@@ -49,7 +50,12 @@ def test_the_client_s_ec2_settings_are_the_ones_the_provisioner_reads(
     assert ec2_block(role) == {}  # no credentials given: no ec2 settings
     written = ec2_block({**role, "elastic_ec2_credentials_src": "/home/me/aws.ini"})["ec2"]
     assert set(provision.EC2_SETTINGS) <= set(written)
-    assert set(written) <= {*provision.EC2_SETTINGS, *provision.EC2_OPTIONAL}
+    assert set(written) <= {
+        *provision.EC2_SETTINGS,
+        *provision.EC2_OPTIONAL,
+        *provision.EC2_SECONDS,
+    }
+    assert (written["sync_interval"], written["orphan_grace"]) == (60, 300)
     assert (written["munge_key"], written["slurm_conf"]) == (
         provision.FROM_CONTROLLER,
         provision.CONFIGLESS,

@@ -125,6 +125,7 @@ def test_the_client_builds_the_site_s_ec2_control_from_the_sites_file(
         ("no-file", r"holds no AWS credentials at .*nowhere"),
         ("bad-cluster", r"ec2.cluster: 'Demo!'"),
         ("unknown", r"ec2.secret_key: not known"),
+        ("bad-interval", r"ec2.sync_interval: -5 is not seconds >= 0"),
     ],
 )
 def test_the_client_refuses_an_ec2_site_it_cannot_reach(
@@ -143,6 +144,8 @@ def test_the_client_refuses_an_ec2_site_it_cannot_reach(
         extra = client_ec2(credentials, cluster="Demo!")
     elif extra == "unknown":
         extra = client_ec2(credentials, secret_key="x")
+    elif extra == "bad-interval":
+        extra = client_ec2(credentials, sync_interval=-5)
     with pytest.raises(InputError, match=why):
         control_of("ec2", cloud.settings, extra, f"sites file {path}: cloud")
 
