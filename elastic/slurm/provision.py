@@ -62,11 +62,10 @@ from elastic.sites.ec2.control import Ec2Control
 from elastic.sites.ec2.provider import Ec2Provider
 from elastic.sites.ec2.settings import check_name
 from elastic.sites.ec2.userdata import JoinSpec
-from elastic.slurm import hostlist
 from elastic.slurm.commands import Slurm
 from elastic.slurm.commands import subprocess_runner as slurm_runner
 from elastic.slurm.join import JoinTokens, key_path
-from elastic.slurm.sites import SiteNodes, load_sites
+from elastic.slurm.sites import SiteNodes
 from elastic.testbed.backends.cloudlab.portal import PortalControl, PortalSettings
 from elastic.testbed.backends.local import control as testbed_control
 from elastic.testbed.backends.local.control.client import ControlClient
@@ -642,21 +641,14 @@ def provisioner_settings(extra: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def control_of(
-    provider: str,
-    settings: Mapping[str, Any],
-    extra: dict[str, Any],
-    where: str,
-    site: SiteNodes | None = None,
-) -> PowerControl:
-    """What powers the machines of a site with ``provider`` and the provider's ``settings``
-    (from the sites file), the client's settings ``extra`` filling in what the site leaves
-    out (the testbed's socket and credential, the portal's token file, an EC2 site's cluster
-    and credentials file). ``site``: the site itself (an ec2 site's control needs its name and
-    nodes); without it, ``where`` must be ``sites file PATH: SITE`` and the site is read
-    from that file."""
+def control_of(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerControl:
+    """What powers the machines of ``site`` (of the sites file), by its provider and that
+    provider's settings, the client's settings ``extra`` filling in what the site leaves out
+    (the testbed's socket and credential, the portal's token file, an EC2 site's cluster and
+    credentials file). ``where`` names the site in errors."""
+    provider, settings = site.provider, site.settings
     if provider == "ec2":
-        return ec2_control(site or _site_named(where), extra, where)
+        return ec2_control(site, extra, where)
     if provider == "local":
         return node_control({**extra, "node_control": {"kind": "testbed"}})
     if provider == "cloudlab":
@@ -683,19 +675,6 @@ EC2_OPTIONAL = ("join_url", "tokens_file", "ca_file", "key_file", "conf_server")
 EC2_SECONDS = ("sync_interval", "orphan_grace")
 FROM_CONTROLLER = "controller"
 CONFIGLESS = "configless"
-_WHERE = re.compile(r"^sites file (?P<path>.+): (?P<site>[a-z][a-z0-9-]*)$")
-
-
-def _site_named(where: str) -> SiteNodes:
-    """The site ``where`` (``sites file PATH: SITE``) names, read from its file."""
-    m = _WHERE.match(where)
-    if m is None:
-        raise InputError(f"{where}: provider ec2: which site of which sites file is not known")
-    path = Path(m.group("path"))
-    for site in load_sites(path, hostlist.expand):
-        if site.name == m.group("site"):
-            return site
-    raise InputError(f"{where}: no site {m.group('site')} in {path}")
 
 
 def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerControl:

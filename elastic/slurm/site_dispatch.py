@@ -212,7 +212,7 @@ def from_settings(settings: Any) -> Provisioner:
     for site in sites:
         operation = _OPERATION.get((site.provider, site.operation), site.operation)
         operation = operation or own["node_operation"]
-        control = control_of(site.provider, site.settings, extra, f"sites file {path}: {site.name}")
+        control = control_of(site, extra, f"sites file {path}: {site.name}")
         fields = {**own, "node_operation": operation, "control": control}
         try:
             built.append((site, PlaybookProvisioner(**fields)))

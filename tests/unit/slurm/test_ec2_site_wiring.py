@@ -98,19 +98,16 @@ def test_the_client_builds_the_site_s_ec2_control_from_the_sites_file(
     (_, cloud) = load_sites(path, hostlist.expand)
     extra = client_ec2(credentials)
     provisioner_settings(extra)  # the ec2 key is the client's own, not refused as unknown
-    for control in (
-        control_of("ec2", cloud.settings, extra, f"sites file {path}: cloud"),
-        control_of("ec2", cloud.settings, extra, "anywhere", site=cloud),
-    ):
-        assert isinstance(control, Ec2Control)
-        assert (control.cluster, control.site, control.site_nodes) == (
-            "demo",
-            "cloud",
-            ("ec2-0", "ec2-1"),
-        )
-        assert control.provider.settings.endpoint_url == "http://10.10.1.1:5000"
-        prov = PlaybookProvisioner(node_operation="release", control=control)
-        assert prov.joins_by_user_data
+    control = control_of(cloud, extra, f"sites file {path}: cloud")
+    assert isinstance(control, Ec2Control)
+    assert (control.cluster, control.site, control.site_nodes) == (
+        "demo",
+        "cloud",
+        ("ec2-0", "ec2-1"),
+    )
+    assert control.provider.settings.endpoint_url == "http://10.10.1.1:5000"
+    prov = PlaybookProvisioner(node_operation="release", control=control)
+    assert prov.joins_by_user_data
     # boto3 finds the file by the variable, never on a command line
     import os
 
@@ -147,7 +144,7 @@ def test_the_client_refuses_an_ec2_site_it_cannot_reach(
     elif extra == "bad-interval":
         extra = client_ec2(credentials, sync_interval=-5)
     with pytest.raises(InputError, match=why):
-        control_of("ec2", cloud.settings, extra, f"sites file {path}: cloud")
+        control_of(cloud, extra, f"sites file {path}: cloud")
 
 
 def test_a_credentials_variable_naming_another_file_is_refused(
@@ -157,7 +154,7 @@ def test_a_credentials_variable_naming_another_file_is_refused(
     path = sites_file(tmp_path)
     (_, cloud) = load_sites(path, hostlist.expand)
     with pytest.raises(InputError, match=f"{AWS_CREDENTIALS_VARIABLE} is .*other"):
-        control_of("ec2", cloud.settings, client_ec2(credentials), "x", site=cloud)
+        control_of(cloud, client_ec2(credentials), "x")
 
 
 def test_the_cloud_sites_nodes_are_read_for_slurm_conf_and_the_pool(
@@ -202,7 +199,7 @@ def test_each_launch_gets_a_token_for_its_node_and_no_key(
     path = sites_file(tmp_path)
     (_, cloud) = load_sites(path, hostlist.expand)
     extra = joining(tmp_path, credentials)
-    control = control_of("ec2", cloud.settings, extra, "x", site=cloud)
+    control = control_of(cloud, extra, "x")
     assert isinstance(control, Ec2Control)
     join = control.user_data("ec2-0")
     assert join.munge_key == "https://10.10.1.1:8701/v1/join/ec2-0/munge.key"
@@ -246,7 +243,7 @@ def test_a_join_from_the_controller_is_refused_short_of_its_settings(
         else:
             extra["ec2"][key] = value
     with pytest.raises(InputError, match=why):
-        control_of("ec2", cloud.settings, extra, "x", site=cloud)
+        control_of(cloud, extra, "x")
 
 
 def test_the_client_s_endpoint_hands_the_key_once_to_its_node(tmp_path: Path) -> None:
