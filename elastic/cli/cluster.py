@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -144,10 +146,10 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
 
     exp = experiments.load(experiment)
     target = Target.of_experiment(exp)
-    with draw.progress(err_console) as on_event, power_hold.hold(exp, "verify"):
+    with draw.progress(err_console) as on_event, _held_states(exp) as found:
         # A powered-off node is not checked (checking would power it on, changing the cluster
-        # being checked): its checks are skipped, saying so.
-        off = [n for n, s in _power_states(exp).items() if s == "stopped"]
+        # being checked): its checks are skipped, saying so. The hold keeps the others up.
+        off = [n for n, s in found.items() if s == "stopped"]
         result = verifier.verify(target, on_event, powered_off=off)
     table = Table(title=f"{exp.name}: tests/infra", show_header=True)
     for column in ("node", "check", "result", "why"):
@@ -162,10 +164,16 @@ def verify(experiment: Annotated[str, typer.Argument(help="experiment name")]) -
     err_console.print(f"[green]verified[/] {result.describe()}; run: {result.run_dir}")
 
 
-def _power_states(exp: experiments.Experiment) -> dict[str, str]:
+@contextlib.contextmanager
+def _held_states(exp: experiments.Experiment) -> Iterator[dict[str, str]]:
+    """The nodes' power states, held so for the block (none where the testbed has no
+    machines of its own to power)."""
     if exp.adopted or not backends.capabilities(exp.testbed).host_machines:
-        return {}
-    return nodeops.states(exp)
+        with power_hold.hold(exp, "verify"):
+            yield {}
+        return
+    with nodeops.held(exp, "verify") as found:
+        yield found
 
 
 def register(app: typer.Typer) -> None:

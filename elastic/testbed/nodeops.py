@@ -198,6 +198,17 @@ def _end(report: Reporter, started: float, nodes: list[str]) -> None:
 
 
 @contextlib.contextmanager
+def held(exp: Experiment, what: str) -> Iterator[dict[str, str]]:
+    """Hold the experiment's power for the ``with`` block (nothing is powered off or released
+    under it) and yield its nodes' states (``states``) as the hold keeps them: a power off
+    that checked for holds before this one was written is waited for first."""
+    with power_hold.hold(exp, what):
+        with _settled(exp):
+            found = states(exp)
+        yield found
+
+
+@contextlib.contextmanager
 def awake(exp: Experiment, what: str, on_event: OnEvent | None = None) -> Iterator[list[str]]:
     """The experiment's nodes up for the ``with`` block (a deploy or a verify needs to reach
     them): powered-off nodes are powered on, parked ones allocated back (with fresh disks),
@@ -207,12 +218,10 @@ def awake(exp: Experiment, what: str, on_event: OnEvent | None = None) -> Iterat
     if exp.adopted or not backends.capabilities(exp.testbed).sleeping_nodes:
         yield []
         return
-    with power_hold.hold(exp, what):
-        # A power off or release that checked for holds before this one was written may still
-        # be stopping a node: wait for the operation in flight, so the states read below are
-        # the ones the hold now protects (later operations see the hold and are refused).
-        with _settled(exp):
-            found = states(exp)
+    # A power off or release that checked for holds before this one was written may still be
+    # stopping a node: ``held`` waits for the operation in flight, so the states it reads are
+    # the ones the hold now protects (later operations see the hold and are refused).
+    with held(exp, what) as found:
         stopped = sorted(n for n, state in found.items() if state == "stopped")
         parked = sorted(n for n, state in found.items() if state == "parked")
         if parked:

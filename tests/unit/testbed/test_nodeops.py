@@ -719,6 +719,38 @@ def test_awake_waits_for_a_power_off_in_flight_and_powers_that_node_back_on(
     assert podman.verbs() == [("stop", "ptc-flight-node-0"), ("start", "ptc-flight-node-0")]
 
 
+def test_a_verify_s_hold_waits_for_a_power_off_in_flight_and_sees_the_node_stopped(
+    fake: tuple[FakePodman, Wiring],
+) -> None:
+    """A suspend that checked for holds just before a verify's hold was written is still
+    stopping its node: the verify must read that node as stopped (and skip its checks), not
+    as running and then find it gone."""
+    podman, _ = fake
+    exp, request = made("vflight", SLURM_PROFILE, {"computeNodeCount": "1"})
+    boot(podman, exp, request)
+    podman.hold, podman.held_verb = threading.Event(), "stop"
+    off = threading.Thread(target=nodeops.power_off, args=(exp, ["node-0"]))
+    off.start()
+    assert podman.holding.wait(30), "the power off never reached podman stop"
+    seen: list[dict[str, str]] = []
+
+    def verify() -> None:
+        with nodeops.held(exp, "verify") as found:
+            seen.append(found)
+            with pytest.raises(power_hold.PowerHeld):
+                nodeops.power_off(exp, ["node-0"])
+
+    during = threading.Thread(target=verify)
+    during.start()
+    during.join(1.0)  # time for the hold to read the states, were nothing stopping it
+    assert not seen, "the hold read the states while a power off was half-way"
+    podman.hold.set()
+    off.join(30)
+    during.join(30)
+    assert [found["node-0"] for found in seen] == ["stopped"], seen
+    assert power_hold.holders(exp) == []
+
+
 def test_under_a_provisioning_limit_nodes_power_on_in_parts_and_each_part_is_logged(
     fake: tuple[FakePodman, Wiring],
 ) -> None:
