@@ -155,3 +155,41 @@ def test_a_capacity_fault_is_refused_as_insufficient_instance_capacity(
     assert unsigned.returncode != 0 and "401" in unsigned.stderr, unsigned.stderr
     status = ptc("fake-ec2", "status", NAME)
     assert status.returncode == 0 and "fault:" not in status.stdout, status.stdout
+
+
+def test_a_spot_interruption_gives_notice_then_ends_the_instance_with_ec2s_reason(
+    region: tuple[Path, dict[str, Any]], ptc: Any
+) -> None:
+    expdir, report = region
+    node = "burst-1"
+    (launched,) = call(
+        expdir, "run_instances",
+        ImageId=report["ids"]["image_id"], SubnetId=report["ids"]["subnet_id"],
+        InstanceType="c5.large", MinCount=1, MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance",
+                            "Tags": [{"Key": "ptc:node", "Value": node}]}],
+    )["Instances"]  # fmt: skip
+    instance_id = launched["InstanceId"]
+
+    def described() -> dict[str, Any]:
+        (r,) = call(expdir, "describe_instances", InstanceIds=[instance_id])["Reservations"]
+        return dict(r["Instances"][0])
+
+    wait_for(f"{instance_id} running", lambda: described()["State"]["Name"] == "running",
+             timeout=120)  # fmt: skip
+    asked = ptc("fake-ec2", "fault", "interrupt", NAME, node, "--notice", "6")
+    assert asked.returncode == 0, asked.stderr
+    metadata = "cat /run/ptc-fake-ec2/latest/meta-data/spot/instance-action"
+    notice = wait_for(
+        "the notice on the machine",
+        lambda: subprocess.run(["podman", "exec", f"ptc-{NAME}-{node}", "sh", "-c", metadata],
+                               capture_output=True, text=True, check=False).stdout,
+        timeout=5, poll=0.5,
+    )  # fmt: skip
+    assert json.loads(notice)["action"] == "terminate"
+    assert described()["State"]["Name"] == "running"  # the notice comes first
+    wait_for(f"{node}'s machine gone", lambda: f"ptc-{NAME}-{node}" not in containers(NAME),
+             timeout=60)  # fmt: skip
+    ended = described()
+    assert ended["State"]["Name"] == "terminated"
+    assert ended["StateReason"]["Code"] == "Server.SpotInstanceTermination"
