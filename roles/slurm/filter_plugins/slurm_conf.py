@@ -176,23 +176,38 @@ def slurm_ctld_parameters(base: str, cloud_nodes: Sequence[Any]) -> str:
     return ",".join(words)
 
 
-def slurm_def_mem_per_cpu(nodes: Iterable[NodeSpec], setting_mb: Any) -> int:
+def _sizes(
+    nodes: Iterable[NodeSpec], cloud_nodes: Iterable[Mapping[str, Any]]
+) -> list[tuple[int, int]]:
+    """(CPUs, RealMemory) of the generated nodes and of the cloud nodes, a cloud node's as
+    Slurm takes it: 1 CPU and 1 MiB where its site says nothing."""
+    found = [(int(node["cpus"]), int(node["real_memory"])) for node in nodes]
+    for node in cloud_nodes:
+        found.append((_int(node.get("cpus", 0)) or 1, _int(node.get("memory_mb", 0)) or 1))
+    return found
+
+
+def slurm_def_mem_per_cpu(
+    nodes: Iterable[NodeSpec], setting_mb: Any, cloud_nodes: Iterable[Mapping[str, Any]] = ()
+) -> int:
     """DefMemPerCPU: ``setting_mb`` when it is more than 0, else the smallest RealMemory / CPUs
-    of the nodes (a job using every core of any node may use all its memory); 0 (none) when
-    it is not set and there are no nodes."""
+    of the nodes and the cloud nodes (a job using every core of any node may use all its
+    memory; more, and a job that asks for no memory could never run on the smallest); 0
+    (none) when it is not set and there are no nodes."""
     if _int(setting_mb) > 0:
         return _int(setting_mb)
-    return min((int(node["real_memory"] / node["cpus"]) for node in nodes), default=0)
+    return min((memory // cpus for cpus, memory in _sizes(nodes, cloud_nodes)), default=0)
 
 
-def slurm_largest_node(nodes: Sequence[NodeSpec]) -> LargestNode:
-    """The most CPUs and the most RealMemory of the nodes; empty without nodes."""
-    if not nodes:
+def slurm_largest_node(
+    nodes: Sequence[NodeSpec], cloud_nodes: Iterable[Mapping[str, Any]] = ()
+) -> LargestNode:
+    """The most CPUs and the most RealMemory of the nodes and the cloud nodes; empty without
+    either."""
+    sizes = _sizes(nodes, cloud_nodes)
+    if not sizes:
         return {}
-    return {
-        "cpus": max(node["cpus"] for node in nodes),
-        "memory_mb": max(node["real_memory"] for node in nodes),
-    }
+    return {"cpus": max(c for c, _ in sizes), "memory_mb": max(m for _, m in sizes)}
 
 
 def slurm_priority_config(

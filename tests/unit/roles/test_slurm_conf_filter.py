@@ -165,6 +165,20 @@ def test_def_mem_per_cpu_as_set_when_positive(setting: Any, value: int) -> None:
     assert sc.slurm_def_mem_per_cpu(nodes("big", "odd"), setting) == value
 
 
+def test_cloud_nodes_count_towards_def_mem_per_cpu_and_the_largest_node() -> None:
+    """An instance of a cloud site smaller than every compute node: a DefMemPerCPU from the
+    compute nodes alone would refuse every job that asks for no memory on it."""
+    small = [{"name": "ec2-0", "site": "cloud", "cpus": 2, "memory_mb": 1000}]
+    assert sc.slurm_def_mem_per_cpu(nodes("big"), 0, small) == 500
+    assert sc.slurm_def_mem_per_cpu([], 0, small) == 500
+    # Slurm's own defaults for a cloud node of no given size: 1 CPU, 1 MiB
+    assert sc.slurm_def_mem_per_cpu(nodes("big"), 0, [{"name": "x", "site": "s"}]) == 1
+    assert sc.slurm_def_mem_per_cpu(nodes("big"), 256, small) == 256
+    large = [{"name": "ec2-1", "site": "cloud", "cpus": 128, "memory_mb": 9000}]
+    assert sc.slurm_largest_node(nodes("small"), large) == {"cpus": 128, "memory_mb": 9000}
+    assert sc.slurm_largest_node([], small) == {"cpus": 2, "memory_mb": 1000}
+
+
 def test_def_mem_per_cpu_as_set_without_nodes() -> None:
     assert sc.slurm_def_mem_per_cpu([], 256) == 256
 
