@@ -109,8 +109,14 @@ key_token=
 install -d -m 0755 /etc/slurm
 options=
 if [ -n "$conf_server" ]; then
-  # configless: slurmd fetches its configuration from slurmctld
-  options="--conf-server $conf_server"
+  # configless: slurmd fetches its configuration from slurmctld. Debian's unit starts slurmd
+  # only where /etc/slurm/slurm.conf exists, which configless never writes: the condition goes.
+  # -b reports the boot as now: Slurm 22.05 takes a resumed node only with a boot after the
+  # resume request, and a machine that shares its kernel (a container) booted long before.
+  options="--conf-server $conf_server -b"
+  install -d -m 0755 /etc/systemd/system/slurmd.service.d
+  printf '[Unit]\nConditionPathExists=\n' > /etc/systemd/system/slurmd.service.d/ptc-configless.conf
+  systemctl daemon-reload
 else
   fetch "$slurm_conf" /etc/slurm/slurm.conf 0644 root:root
 fi
