@@ -215,8 +215,11 @@ def start(
     keeps the run's marker."""
     env = {**(env or layout.env(run_id)), MARKER: run_id}
     with log.open("ab") as out:
-        # from the checkout: ``python -m`` puts the working directory first on the path
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+        # in the run's directory: ``python -m`` puts the working directory first on the path
+        # (the checkout comes from PYTHONPATH, not from wherever the harness was started), and
+        # a crashing daemon's core file is removed with the run
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=layout.run,
                                 stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     layout.ledger.process(proc.pid, what)
     return proc
