@@ -9,22 +9,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from elastic import atomic, paths
-from elastic.errors import TestbedError
+from elastic import atomic
 from elastic.testbed import backends
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.local.control import CREDENTIAL_NAME, SOCKET_NAME, credential
 from elastic.testbed.backends.local.control.client import ControlClient, ControlError
 from elastic.testbed.backends.local.control.journal import Journal
 from elastic.testbed.backends.local.control.sockpath import SocketPath
+from elastic.testbed.backends.local.daemon import Daemon
 from elastic.testbed.experiment import Experiment, State
 
 START_TIMEOUT = 30.0
@@ -102,7 +98,7 @@ def serve(name: str) -> None:
         sock.close()
         places.socket.unlink(missing_ok=True)
         with contextlib.suppress(FileNotFoundError):
-            if _pid(places) == os.getpid():
+            if _daemon(exp).recorded() == os.getpid():
                 places.pid_file.unlink()
         log.info("stopped")
 
@@ -120,24 +116,9 @@ def _bind(path: Path) -> socket.socket:
     return sock
 
 
-def _pid(places: Places) -> int | None:
-    try:
-        return int(places.pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(places: Places, name: str) -> int | None:
-    """The pid of this experiment's service if it runs (not merely a reused pid)."""
-    pid = _pid(places)
-    if pid is None:
-        return None
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    ours = MODULE.encode() in argv and b"serve" in argv and name.encode() in argv
-    return pid if ours else None
+def _daemon(exp: Experiment) -> Daemon:
+    places = Places.of(exp)
+    return Daemon(MODULE, exp.name, places.pid_file, places.log, "the control service")
 
 
 @dataclass(frozen=True)
@@ -155,7 +136,7 @@ class Status:
 
 def status(exp: Experiment) -> Status:
     places = Places.of(exp)
-    pid = _alive(places, exp.name)
+    pid = _daemon(exp).alive()
     answers = False
     if pid is not None:
         try:
@@ -177,50 +158,20 @@ def start(exp: Experiment) -> Status:
         stop(exp)
     prepare(exp)
     places = Places.of(exp)
-    with places.log.open("ab") as out:
-        os.chmod(places.log, 0o600)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", MODULE, "serve", exp.name],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=paths.REPO_ROOT,
-            start_new_session=True,  # outlives the `ptc` that started it, and its terminal
-        )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise TestbedError(
-                f"the control service of {exp.name!r} exited with status {proc.returncode}: "
-                f"{_tail(places.log)}"
-            )
-        current = status(exp)
-        if current.running:
-            return current
-        time.sleep(0.2)
-    raise TestbedError(
-        f"the control service of {exp.name!r} did not answer on {places.socket} within "
-        f"{START_TIMEOUT:.0f} s; see {places.log}"
+    return _daemon(exp).start(
+        lambda: s if (s := status(exp)).running else None,
+        START_TIMEOUT,
+        0.2,
+        f"did not answer on {places.socket} within {START_TIMEOUT:.0f} s",
     )
 
 
 def stop(exp: Experiment) -> bool:
     """Stop the daemon (SIGTERM, then SIGKILL); False if none ran."""
-    places = Places.of(exp)
-    pid = _alive(places, exp.name)
-    if pid is None:
-        places.pid_file.unlink(missing_ok=True)
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while time.monotonic() < deadline and _alive(places, exp.name) == pid:
-        time.sleep(0.1)
-    if _alive(places, exp.name) == pid:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    places.pid_file.unlink(missing_ok=True)
-    places.socket.unlink(missing_ok=True)
-    return True
+    stopped = _daemon(exp).stop(STOP_TIMEOUT, 0.1)
+    if stopped:
+        Places.of(exp).socket.unlink(missing_ok=True)
+    return stopped
 
 
 def ensure_running(exp: Experiment) -> bool:
@@ -231,10 +182,3 @@ def ensure_running(exp: Experiment) -> bool:
         return False
     start(exp)
     return True
-
-
-def _tail(path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"

@@ -19,20 +19,19 @@ import os
 import secrets
 import signal
 import string
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from elastic import atomic, paths, processes
-from elastic.errors import InputError, PtcError, TestbedError
+from elastic import atomic
+from elastic.errors import InputError, PtcError
 from elastic.profile import rspec
 from elastic.testbed import backends
 from elastic.testbed import experiment as experiments
 from elastic.testbed.backends.local import fileserver, network, podman
+from elastic.testbed.backends.local.daemon import Daemon
 from elastic.testbed.backends.local.fake_ec2 import (
     API_HOST,
     API_PORT,
@@ -254,7 +253,7 @@ def serve(name: str) -> None:
         realiser.remove_all()
         places.status.unlink(missing_ok=True)
         with contextlib.suppress(FileNotFoundError):
-            if _pid(places) == os.getpid():
+            if _daemon(exp).recorded() == os.getpid():
                 places.pid_file.unlink()
         log.info("stopped")
 
@@ -269,24 +268,9 @@ def _running_pid(container: str) -> int | None:
 # -- the daemon ---------------------------------------------------------------------------------
 
 
-def _pid(places: Places) -> int | None:
-    try:
-        return int(places.pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(places: Places, name: str) -> int | None:
-    """The pid of this experiment's region if it runs (not merely a reused pid)."""
-    pid = _pid(places)
-    if pid is None or not processes.running(pid):
-        return None
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    ours = MODULE.encode() in argv and b"serve" in argv and name.encode() in argv
-    return pid if ours else None
+def _daemon(exp: Experiment) -> Daemon:
+    places = Places.of(exp)
+    return Daemon(MODULE, exp.name, places.pid_file, places.log, "the FAKE EC2 region")
 
 
 @dataclass(frozen=True)
@@ -305,7 +289,7 @@ class Status:
 
 def status(exp: Experiment) -> Status:
     places = Places.of(exp)
-    pid = _alive(places, exp.name)
+    pid = _daemon(exp).alive()
     report: dict[str, Any] | None = None
     if pid is not None:
         with contextlib.suppress(OSError, ValueError):
@@ -333,30 +317,17 @@ def start(exp: Experiment, settings: Settings) -> Status:
     exp.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     atomic.write_json(places.settings, asdict(settings), mode=0o600)
     places.status.unlink(missing_ok=True)
-    with places.log.open("ab") as out:
-        os.chmod(places.log, 0o600)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", MODULE, "serve", exp.name],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=paths.REPO_ROOT,
-            start_new_session=True,  # outlives the `ptc` that started it, and its terminal
-        )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise TestbedError(
-                f"the FAKE EC2 region of {exp.name!r} exited with status {proc.returncode}: "
-                f"{_tail(places.log)}"
-            )
+
+    def serving() -> Status | None:
         current = status(exp)
-        if current.running and current.report and current.report.get("api_node_pid"):
-            return current
-        time.sleep(0.3)
-    raise TestbedError(
-        f"the FAKE EC2 region of {exp.name!r} did not serve within {START_TIMEOUT:.0f} s "
-        f"(is node {settings.api_node} running?); see {places.log}"
+        report = current.report or {}
+        return current if current.running and report.get("api_node_pid") else None
+
+    return _daemon(exp).start(
+        serving,
+        START_TIMEOUT,
+        0.3,
+        f"did not serve within {START_TIMEOUT:.0f} s (is node {settings.api_node} running?)",
     )
 
 
@@ -365,26 +336,9 @@ def stop(exp: Experiment) -> bool:
     Machines a killed region left are removed here."""
     from elastic.testbed.backends.local.fake_ec2 import machines
 
-    places = Places.of(exp)
-    pid = _alive(places, exp.name)
-    if pid is not None:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while time.monotonic() < deadline and _alive(places, exp.name) == pid:
-            time.sleep(0.2)
-        if _alive(places, exp.name) == pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    places.pid_file.unlink(missing_ok=True)
-    places.status.unlink(missing_ok=True)
+    stopped = _daemon(exp).stop(STOP_TIMEOUT, 0.2)
+    Places.of(exp).status.unlink(missing_ok=True)
     if exp.dir.is_dir() and exp.state != State.CREATING:
         for node in machines.held(exp):
             machines.remove(exp, node)
-    return pid is not None
-
-
-def _tail(path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+    return stopped
