@@ -54,7 +54,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -92,7 +92,13 @@ from elastic.slurm.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from elastic.slurm.metrics import ClientMetrics
 from elastic.slurm.rebalance import run_round
 from elastic.slurm.repair import Lender, RepairConfig, RepairLoop
-from elastic.slurm.sites import check_same_providers, cloud_nodes, features, load_sites
+from elastic.slurm.sites import (
+    SiteNodes,
+    check_same_providers,
+    cloud_nodes,
+    features,
+    load_sites,
+)
 
 log = logging.getLogger("ptc.elastic.slurm")
 
@@ -468,26 +474,18 @@ def _rebalance(sites_file: Path | None, policy_name: str, log_file: Path | None)
     return 0
 
 
-def _site_features(sites_file: Path | None) -> int:
-    """Each node's Slurm features from its site, as JSON on stdout."""
+def _sites_view(
+    command: str, sites_file: Path | None, view: Callable[[Sequence[SiteNodes]], object]
+) -> int:
+    """``view`` of the sites file's sites, as JSON on stdout: each node's Slurm features from
+    its site (``site-features``), or the nodes of the cloud sites, whose provider makes their
+    machines (``site-cloud-nodes``)."""
     try:
         if sites_file is None:
-            raise InputError("site-features: --sites FILE is missing")
-        print(json.dumps(features(load_sites(sites_file, hostlist.expand)), sort_keys=True))
+            raise InputError(f"{command}: --sites FILE is missing")
+        print(json.dumps(view(load_sites(sites_file, hostlist.expand)), sort_keys=True))
     except PtcError as err:
-        print(f"site-features: {err}", file=sys.stderr)
-        return err.exit_code
-    return 0
-
-
-def _site_cloud_nodes(sites_file: Path | None) -> int:
-    """The nodes of the cloud sites (their provider makes their machines), as JSON on stdout."""
-    try:
-        if sites_file is None:
-            raise InputError("site-cloud-nodes: --sites FILE is missing")
-        print(json.dumps(cloud_nodes(load_sites(sites_file, hostlist.expand)), sort_keys=True))
-    except PtcError as err:
-        print(f"site-cloud-nodes: {err}", file=sys.stderr)
+        print(f"{command}: {err}", file=sys.stderr)
         return err.exit_code
     return 0
 
@@ -529,9 +527,9 @@ def main(argv: list[str] | None = None) -> int:
                 return status
             time.sleep(args.every)
     if args.action == "site-features":  # at deploy: each node's site, for slurm.conf
-        return _site_features(args.sites)
+        return _sites_view("site-features", args.sites, features)
     if args.action == "site-cloud-nodes":  # at deploy: nodes no inventory host stands for
-        return _site_cloud_nodes(args.sites)
+        return _sites_view("site-cloud-nodes", args.sites, cloud_nodes)
     settings = SlurmClientSettings.load(args.config)
     if args.action == "check-node-control":  # at deploy: the answer goes to the deployer
         try:
