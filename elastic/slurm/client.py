@@ -48,12 +48,24 @@ from elastic.manager.model import JobReport, Queue
 from elastic.policies import Policy
 from elastic.slurm.commands import Slurm, SlurmCommandError
 from elastic.slurm.queue import compute_pv, parse_squeue
+from elastic.slurm.resize import show_fields
 
 log = logging.getLogger(__name__)
 
 # The Slurm reservations whose names start so are the client's: it makes, changes and removes
 # them to hold nodes back from Slurm (a paused site's, a site the pool does not grow onto).
 HOLD_PREFIX = "ptc-"
+
+# A job requeued off a node whose site had no capacity: how many times, and how far apart, the
+# client looks for Slurm to have requeued it (a power down requeues it, though not necessarily
+# before scontrol returns) so that it may begin at once.
+REQUEUE_LOOKS = 5
+REQUEUE_LOOK_S = 0.5
+# Job states after which a job is never requeued: nothing to wait for.
+_FINISHED = frozenset(
+    {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+     "PREEMPTED", "TIMEOUT"}
+)  # fmt: skip
 
 
 class Provisioner(Protocol):
@@ -523,20 +535,84 @@ class SlurmElasticClient:
     def _no_capacity(self, failed: dict[str, str]) -> None:
         """Nodes whose site had no room: the site's nodes are held back from Slurm first (so
         the requeued job goes to another site's), then each is powered down now, never DOWN
-        (Slurm requeues the job that waited for it), and back to the pool."""
+        (Slurm requeues the job that waited for it), and back to the pool. The requeued jobs
+        then begin at once (see ``_begin_now``)."""
         if not failed:
             return
         try:
             self.sync_sites()
         except (PtcError, SlurmCommandError) as err:
             self.report.warning(f"could not hold the paused sites' nodes back: {err}")
+        # asked before the power down: after it, the jobs hold the nodes no more
+        waiting = self._jobs_on(sorted(failed))
+        powered_down: set[str] = set()
         for node, reason in sorted(failed.items()):
             self.report.warning(f"{node}: {reason}")
             try:
                 self.slurm.power_down([node], f"ptc resume: {reason}"[:250])
+                powered_down.add(node)
             except SlurmCommandError as err:
                 self.report.warning(f"{node}: could not power down: {err}")
         self._give_back(sorted(failed))
+        self._begin_now(sorted(job for job, nodes in waiting.items() if nodes & powered_down))
+
+    def _jobs_on(self, nodes: list[str]) -> dict[str, set[str]]:
+        """{job id: those of ``nodes`` it holds}; {} when Slurm cannot tell (a warning)."""
+        try:
+            jobs = parse_squeue(self.slurm.jobs_on(nodes), self.slurm)
+        except (PtcError, SlurmCommandError) as err:
+            self.report.warning(f"jobs on {','.join(nodes)}: {err}")
+            return {}
+        return {job.job_id: set(job.nodes) & set(nodes) for job in jobs}
+
+    def _begin_now(self, job_ids: list[str]) -> None:
+        """Slurm 22.05 gives a job requeued off a powered-down node a begin time two minutes
+        ahead, for its old nodes to clean up; a node whose site had no capacity never booted,
+        so the job would only wait while other sites' nodes could take it. Each of ``job_ids``,
+        once requeued (pending, its begin time ahead), begins now. Only these jobs: another
+        pending job's begin time (a user's ``--begin``) stands. Best effort: a failure is a
+        warning, never the resume's."""
+        left = list(job_ids)
+        for look in range(REQUEUE_LOOKS):
+            if not left:
+                return
+            if look:
+                self.sleep(REQUEUE_LOOK_S)
+            waiting = []
+            for job_id in left:
+                try:
+                    fields = show_fields(self.slurm.show_job(job_id))
+                except SlurmCommandError as err:
+                    self.report.warning(f"job {job_id}: its state: {err}")
+                    continue
+                state = fields.get("JobState", "")
+                if state in _FINISHED:
+                    continue
+                if state != "PENDING":  # not requeued yet (running, configuring, completing)
+                    waiting.append(job_id)
+                    continue
+                if not self._later(fields.get("EligibleTime", "")):
+                    continue  # eligible already
+                try:
+                    self.slurm.start_now(job_id)
+                except SlurmCommandError as err:
+                    self.report.warning(f"job {job_id}: could not make it begin now: {err}")
+                    continue
+                self.report.status(f"job {job_id} begins now: its nodes' site had no capacity")
+            left = waiting
+        for job_id in left:
+            self.report.warning(
+                f"job {job_id}: not requeued within {REQUEUE_LOOKS} looks; its begin time is "
+                "left to Slurm"
+            )
+
+    def _later(self, when: str) -> bool:
+        """Whether Slurm's time ``when`` (local time, as scontrol prints it) is still ahead;
+        False for ``Unknown``, ``None`` and the like."""
+        try:
+            return datetime.fromisoformat(when).timestamp() > self.clock()
+        except ValueError:
+            return False
 
     def sync_sites(self) -> dict[str, list[str]]:
         """The nodes the provisioner holds back, each set in a Slurm reservation of its own

@@ -201,7 +201,7 @@ class Slurm:
         batch step reports after the new start (a job resized while it ran). So the job is
         held while it gets a begin time ahead (REQUEUE_DELAY_S, RESIZED_REQUEUE_DELAY_S when
         resized), then released."""
-        resized = "ResizeTime=" in self.run(["scontrol", "show", "job", "-o", job_id])
+        resized = "ResizeTime=" in self.show_job(job_id)
         delay = RESIZED_REQUEUE_DELAY_S if resized else REQUEUE_DELAY_S
         self.run(["scontrol", "requeuehold", job_id])
         try:
@@ -209,6 +209,14 @@ class Slurm:
         finally:
             self.run(["scontrol", "release", job_id])
         return delay
+
+    def show_job(self, job_id: str) -> str:
+        """``scontrol show job -o``: the job's one line of ``Key=Value`` fields."""
+        return self.run(["scontrol", "show", "job", "-o", job_id])
+
+    def start_now(self, job_id: str) -> None:
+        """The pending job may start at once: its begin time (``EligibleTime``) becomes now."""
+        self.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
 
     def cancel(self, job_id: str) -> None:
         self.run(["scancel", job_id])

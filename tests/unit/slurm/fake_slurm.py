@@ -1,11 +1,14 @@
 """A stand-in for Slurm's commands (the real ones run in the integration tests): it keeps node
-states and running jobs, answers squeue/sinfo/scontrol like Slurm 22.05, and records argv."""
+states and jobs (running, or pending once a power down requeued them), answers
+squeue/sinfo/scontrol like Slurm 22.05, and records argv."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from elastic.slurm.commands import SlurmCommandError
 
@@ -38,6 +41,13 @@ class Job:
     partition: str = "elastic"
     requeueable: bool = True
     resized: bool = False  # Slurm resized it while it ran (a ResizeTime in its record)
+    state: str = "RUNNING"  # RUNNING or CONFIGURING hold ``nodes``; PENDING waits for any
+    eligible: float | None = None  # its begin time (EligibleTime), by the fake's clock
+
+
+def slurm_time(seconds: float) -> str:
+    """A time as scontrol prints it: local time, to the second."""
+    return datetime.fromtimestamp(seconds).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @dataclass
@@ -60,13 +70,34 @@ class FakeSlurm:
     partitions: dict[str, list[str]] = field(
         default_factory=lambda: {"main": ["UP", "node-[0-3]"], "debug": ["UP", "head"]}
     )
+    clock: Callable[[], float] = time.time  # the controller's time (begin times)
+    # A job on a node powered down is requeued, as Slurm 22.05 does, with a begin time this far
+    # ahead (measured: requeue + 121 s); for so many ``scontrol show job`` it shows COMPLETING
+    # first (the requeue not done yet).
+    requeue_begin_s: float = 121.0
+    requeue_lag: int = 0
+    _lagging: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def line(self, job: Job) -> str:
         nodes = ",".join(job.nodes)
         return (
-            f"{job.job_id}|{job.partition}|{job.user}|{job.qos}|RUNNING|{job.elapsed}|{job.left}"
-            f"|{nodes}|{job.name}"
+            f"{job.job_id}|{job.partition}|{job.user}|{job.qos}|{job.state}|{job.elapsed}"
+            f"|{job.left}|{nodes}|{job.name}"
         )
+
+    def holding(self) -> list[Job]:
+        """The jobs that hold their nodes (not pending)."""
+        return [j for j in self.jobs if j.state != "PENDING"]
+
+    def _requeue_on(self, node: str) -> None:
+        """Slurm's requeue of the jobs on a node powered down: pending again, a begin time ahead;
+        one that cannot be requeued ends."""
+        for job in [j for j in self.holding() if node in j.nodes]:
+            if not job.requeueable:
+                self.jobs.remove(job)
+                continue
+            job.state, job.eligible = "PENDING", self.clock() + self.requeue_begin_s
+            self._lagging[job.job_id] = self.requeue_lag
 
     def __call__(self, argv: Sequence[str]) -> str:
         argv = list(argv)
@@ -75,9 +106,10 @@ class FakeSlurm:
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             return "\n".join(expand(argv[3])) + "\n"
         if cmd == "squeue" and "--states=PENDING" in argv:
-            return "".join(f"{count}\n" for count in self.pending)
+            waiting = [len(j.nodes) for j in self.jobs if j.state == "PENDING"]
+            return "".join(f"{count}\n" for count in self.pending + waiting)
         if cmd == "squeue":
-            jobs = self.jobs
+            jobs = self.holding()
             if "--nodelist" in argv:
                 wanted = set(expand(argv[argv.index("--nodelist") + 1]))
                 jobs = [j for j in jobs if wanted & set(j.nodes)]
@@ -93,9 +125,19 @@ class FakeSlurm:
                 if n in self.known
             )
         if argv[:4] == ["scontrol", "show", "job", "-o"]:
-            job = next(j for j in self.jobs if j.job_id == argv[4])
+            job = next((j for j in self.jobs if j.job_id == argv[4]), None)
+            if job is None:
+                raise SlurmCommandError(argv, 1, "slurm_load_jobs error: Invalid job id specified")
             resize = " ResizeTime=2026-11-28T17:41:18" if job.resized else ""
-            return f"JobId={job.job_id} JobState=RUNNING{resize} Partition={job.partition}\n"
+            state = job.state
+            if self._lagging.get(job.job_id, 0) > 0:
+                self._lagging[job.job_id] -= 1
+                state = "COMPLETING"
+            eligible = "Unknown" if job.eligible is None else slurm_time(job.eligible)
+            return (
+                f"JobId={job.job_id} JobName={job.name} JobState={state} Reason=None{resize} "
+                f"Partition={job.partition} EligibleTime={eligible} StartTime=Unknown\n"
+            )
         if argv[:4] == ["scontrol", "show", "partition", "-o"]:
             return "".join(
                 f"PartitionName={name} AllowGroups=ALL Nodes={hosts} State={state} TotalNodes=4\n"
@@ -125,7 +167,16 @@ class FakeSlurm:
             self.partitions[argv[2].removeprefix("PartitionName=")][0] = argv[3].split("=")[1]
             return ""
         if argv[:2] == ["scontrol", "update"] and argv[2].startswith("JobId="):
-            self.begin[argv[2].removeprefix("JobId=")] = argv[3].removeprefix("StartTime=")
+            job_id, when = argv[2].removeprefix("JobId="), argv[3].removeprefix("StartTime=")
+            self.begin[job_id] = when
+            job = next((j for j in self.jobs if j.job_id == job_id), None)
+            if job is not None:  # (a job requeued by ``scontrol requeue`` has left ``jobs``)
+                if job.state != "PENDING":
+                    raise SlurmCommandError(
+                        argv, 1, f"Job is no longer pending execution for JobId={job_id}"
+                    )
+                ahead = float(when.removeprefix("now+")) if when.startswith("now+") else 0.0
+                job.eligible = self.clock() + ahead
             return ""
         if argv[:2] == ["scontrol", "release"]:
             self.held.remove(argv[2])
@@ -137,6 +188,7 @@ class FakeSlurm:
                 self.states[n] = self._next_state(self.states.get(n, "idle~"), state)
                 if state.startswith("power_down"):  # as Slurm does; RESUME keeps it
                     self.dead.discard(n)
+                    self._requeue_on(n)
                 if len(argv) > 4:
                     self.reasons[n] = argv[4].removeprefix("Reason=")
                 elif state in ("undrain", "resume"):
