@@ -46,7 +46,7 @@ from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden
 from elastic.manager.model import JobReport, Queue
 from elastic.policies import Policy
-from elastic.slurm.commands import Slurm, SlurmCommandError
+from elastic.slurm.commands import REQUEUE_DELAY_S, Slurm, SlurmCommandError
 from elastic.slurm.queue import compute_pv, parse_squeue
 from elastic.slurm.resize import show_fields
 
@@ -95,12 +95,17 @@ class Provisioner(Protocol):
         ...
 
     def held_back(
-        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+        self,
+        nodes: Sequence[str],
+        states: Mapping[str, str] | None = None,
+        demand: int = 0,
+        asked: frozenset[str] = frozenset(),
     ) -> dict[str, list[str]]:
         """Those of ``nodes`` (the pool, whose Slurm ``states`` are given, with ``demand``
-        nodes asked for by waiting jobs) that Slurm must not resume now (their site has no
-        capacity, or is not where the pool should grow), by the name of the reservation that
-        holds them (``ptc-...``); {} when none is."""
+        nodes asked for by waiting jobs, and ``asked`` the feature names their constraints
+        name) that Slurm must not resume now (their site has no capacity, or is not where the
+        pool should grow), by the name of the reservation that holds them (``ptc-...``); {}
+        when none is."""
         ...
 
     def power_off_if(
@@ -149,7 +154,11 @@ class NoProvisioner:
         return []
 
     def held_back(
-        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+        self,
+        nodes: Sequence[str],
+        states: Mapping[str, str] | None = None,
+        demand: int = 0,
+        asked: frozenset[str] = frozenset(),
     ) -> dict[str, list[str]]:
         return {}
 
@@ -569,7 +578,8 @@ class SlurmElasticClient:
         """Slurm 22.05 gives a job requeued off a powered-down node a begin time two minutes
         ahead, for its old nodes to clean up; a node whose site had no capacity never booted,
         so the job would only wait while other sites' nodes could take it. Each of ``job_ids``,
-        once requeued (pending, its begin time ahead), begins now. Only these jobs: another
+        once requeued (pending, its begin time ahead), begins in REQUEUE_DELAY_S (a node of
+        another site it held may still be revoking its credentials). Only these jobs: another
         pending job's begin time (a user's ``--begin``) stands. Best effort: a failure is a
         warning, never the resume's."""
         left = list(job_ids)
@@ -591,10 +601,10 @@ class SlurmElasticClient:
                 if state != "PENDING":  # not requeued yet (running, configuring, completing)
                     waiting.append(job_id)
                     continue
-                if not self._later(fields.get("EligibleTime", "")):
-                    continue  # eligible already
+                if not self._later(fields.get("EligibleTime", ""), REQUEUE_DELAY_S):
+                    continue  # eligible already, or all but
                 try:
-                    self.slurm.start_now(job_id)
+                    self.slurm.begin_soon(job_id)
                 except SlurmCommandError as err:
                     self.report.warning(f"job {job_id}: could not make it begin now: {err}")
                     continue
@@ -606,11 +616,11 @@ class SlurmElasticClient:
                 "left to Slurm"
             )
 
-    def _later(self, when: str) -> bool:
-        """Whether Slurm's time ``when`` (local time, as scontrol prints it) is still ahead;
-        False for ``Unknown``, ``None`` and the like."""
+    def _later(self, when: str, margin: float) -> bool:
+        """Whether Slurm's time ``when`` (local time, as scontrol prints it) is more than
+        ``margin`` seconds ahead; False for ``Unknown``, ``None`` and the like."""
         try:
-            return datetime.fromisoformat(when).timestamp() > self.clock()
+            return datetime.fromisoformat(when).timestamp() > self.clock() + margin
         except ValueError:
             return False
 
@@ -625,9 +635,10 @@ class SlurmElasticClient:
         for node in self.slurm.dead_nodes(pool):  # sinfo's %T hides it when powered down
             states[node] = states.get(node, "") + "*"
         demand = self.slurm.pending_demand(self.config.slurm_partition)[1]
+        asked = self.slurm.pending_features(self.config.slurm_partition)
         want = {
             name: nodes
-            for name, nodes in self.provisioner.held_back(pool, states, demand).items()
+            for name, nodes in self.provisioner.held_back(pool, states, demand, asked).items()
             if nodes
         }
         have = self.slurm.reservations(HOLD_PREFIX)

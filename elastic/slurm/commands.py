@@ -7,6 +7,7 @@ pass a fake that records the argv and answers from fixtures, the service passes
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Sequence
 from typing import Protocol
@@ -54,6 +55,9 @@ RESIZED_REQUEUE_DELAY_S = 40
 # nodes, and Slurm schedules the job again at once) is refused as "credential revoked" and the job
 # fails instead of running. Seen once in a chaos run; a few seconds put the launch past it.
 REQUEUE_DELAY_S = 5
+
+# A feature name in a constraint: what lies between Slurm's operators (& | * [ ] ( ) , :).
+FEATURE_NAME = re.compile(r"[^&|*\[\](),:\s]+")
 
 # squeue's -o format: one running job per line, fields split by "|"; the name goes last
 # because it may itself contain "|". The JSON output (--json) needs Slurm's openapi/data
@@ -104,6 +108,20 @@ class Slurm:
             return len(counts), sum(int(c) for c in counts)
         except ValueError as err:
             raise PtcError(f"squeue --format=%D: not a node count: {err}") from None
+
+    def pending_features(self, partition: str | None) -> frozenset[str]:
+        """The feature names the waiting jobs' constraints (``--constraint``) name, whatever
+        the operators between them: a site's name among them is a site some job asks for."""
+        argv = ["squeue", "--noheader", "--states=PENDING", "--format=%f"]
+        if partition:
+            argv += ["--partition", partition]
+        names = {
+            name
+            for line in self.run(argv).splitlines()
+            for name in FEATURE_NAME.findall(line)
+            if not name.isdigit()  # a count (``a*2``), not a name
+        }
+        return frozenset(names - {"null"})  # squeue's "(null)": no constraint
 
     def jobs_on(self, nodes: Sequence[str]) -> str:
         """Running jobs that touch ``nodes`` (any partition)."""
@@ -214,9 +232,10 @@ class Slurm:
         """``scontrol show job -o``: the job's one line of ``Key=Value`` fields."""
         return self.run(["scontrol", "show", "job", "-o", job_id])
 
-    def start_now(self, job_id: str) -> None:
-        """The pending job may start at once: its begin time (``EligibleTime``) becomes now."""
-        self.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+    def begin_soon(self, job_id: str) -> None:
+        """The pending job may start in REQUEUE_DELAY_S (its begin time, ``EligibleTime``):
+        as soon as a requeued job's old nodes are past revoking its credentials."""
+        self.run(["scontrol", "update", f"JobId={job_id}", f"StartTime=now+{REQUEUE_DELAY_S}"])
 
     def cancel(self, job_id: str) -> None:
         self.run(["scancel", job_id])

@@ -19,7 +19,9 @@ sites fill up, the next round chooses others, and their nodes are let go.
   nodes come up, over a window of rounds.
 
 A job that needs more nodes than the chosen sites hold free waits at most one round (the
-client's loop runs every few seconds) for the gate to open the next site.
+client's loop runs every few seconds) for the gate to open the next site. A job that asks for a
+site by name (``--constraint=SITE``, or ``A|B``: each site is a node feature) made the choice
+itself: while it waits, that site is not held back, whatever the policy.
 """
 
 from __future__ import annotations
@@ -75,10 +77,13 @@ class GrowthGate:
         states: Mapping[str, str],
         demand: int,
         closed: frozenset[str] = frozenset(),
+        asked: frozenset[str] = frozenset(),
     ) -> dict[str, list[str]]:
         """The reservations the gate wants, ``{ptc-gated-SITE: free nodes held back}``, for the
         waiting jobs' ``demand`` (nodes) and the nodes' ``states``; sites in ``closed`` (paused)
-        are no candidates."""
+        are no candidates. A site named in ``asked`` (a waiting job's ``--constraint`` names
+        it) keeps all its free nodes, as the first choice does: the gate steers the jobs that
+        leave the choice to Slurm, and must not starve one that made it."""
         candidates, open_ = [], {}
         for site in sites:
             mine = [states.get(n, "") for n in site.nodes]
@@ -110,7 +115,7 @@ class GrowthGate:
         first = next(iter(placed))
         held = {}
         for site in sites:
-            if site.name in closed or site.name == first:
+            if site.name in closed or site.name == first or site.name in asked:
                 continue  # a paused site is the pause's; the first choice keeps all its room
             extra = open_[site.name][placed.get(site.name, 0) :]
             if extra:

@@ -450,7 +450,11 @@ class PlaybookProvisioner:
         return [n for n in nodes if states.get(n) in holding]
 
     def held_back(
-        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+        self,
+        nodes: Sequence[str],
+        states: Mapping[str, str] | None = None,
+        demand: int = 0,
+        asked: frozenset[str] = frozenset(),
     ) -> dict[str, list[str]]:
         """None: the sites' pauses are the dispatch's (``elastic.slurm.site_dispatch``)."""
         return {}

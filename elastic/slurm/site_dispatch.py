@@ -132,14 +132,19 @@ class SitesProvisioner:
         self._each("power off", nodes, lambda p, mine: p.power_off(mine))
 
     def held_back(
-        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+        self,
+        nodes: Sequence[str],
+        states: Mapping[str, str] | None = None,
+        demand: int = 0,
+        asked: frozenset[str] = frozenset(),
     ) -> dict[str, list[str]]:
         """Those of ``nodes`` (the pool) that Slurm must not resume now, by the reservation
         that holds them: ``ptc-paused-SITE``, every node of a site paused now (``pool`` for
         those in no site; once a pause is over none is held back, and the next resume there
         probes the site with one node); with a growth policy, ``ptc-gated-SITE``, the free
         nodes of the sites it does not grow onto for the waiting jobs' ``demand`` (nodes),
-        from the nodes' Slurm ``states``."""
+        from the nodes' Slurm ``states``, but never those of a site a waiting job asks for by
+        name (``asked``: the features of their constraints)."""
         held = {
             PAUSED_PREFIX + site: mine
             for site, _, mine in self._split(nodes)
@@ -148,7 +153,9 @@ class SitesProvisioner:
         if self.growth is None or not self.sites or states is None:
             return held
         closed = frozenset(name.removeprefix(PAUSED_PREFIX) for name in held)
-        return held | self.growth.held_back([s for s, _ in self.sites], states, demand, closed)
+        return held | self.growth.held_back(
+            [s for s, _ in self.sites], states, demand, closed, asked
+        )
 
     @property
     def powers(self) -> bool:

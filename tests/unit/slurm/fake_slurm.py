@@ -43,6 +43,7 @@ class Job:
     resized: bool = False  # Slurm resized it while it ran (a ResizeTime in its record)
     state: str = "RUNNING"  # RUNNING or CONFIGURING hold ``nodes``; PENDING waits for any
     eligible: float | None = None  # its begin time (EligibleTime), by the fake's clock
+    features: str = "(null)"  # its constraint (--constraint), as squeue's %f prints it
 
 
 def slurm_time(seconds: float) -> str:
@@ -105,6 +106,9 @@ class FakeSlurm:
         cmd = argv[0]
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             return "\n".join(expand(argv[3])) + "\n"
+        if cmd == "squeue" and "--states=PENDING" in argv and "--format=%f" in argv:
+            asked = [j.features for j in self.jobs if j.state == "PENDING"]
+            return "".join(f"{features}\n" for features in ["(null)"] * len(self.pending) + asked)
         if cmd == "squeue" and "--states=PENDING" in argv:
             waiting = [len(j.nodes) for j in self.jobs if j.state == "PENDING"]
             return "".join(f"{count}\n" for count in self.pending + waiting)

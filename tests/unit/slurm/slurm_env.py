@@ -40,6 +40,7 @@ class Provisioner:
     away: set[str] = field(default_factory=set)  # machines lent to another experiment
     full: set[str] = field(default_factory=set)  # nodes whose site has no room now
     held: dict[str, list[str]] = field(default_factory=dict)  # held back, by site
+    asked: frozenset[str] = frozenset()  # the features waiting jobs asked for, as last told
 
     def _step(self, step: str, nodes: Sequence[str]) -> None:
         self.calls.append((step, list(nodes)))
@@ -58,8 +59,13 @@ class Provisioner:
         self.on |= set(nodes)
 
     def held_back(
-        self, nodes: Sequence[str], states: Mapping[str, str] | None = None, demand: int = 0
+        self,
+        nodes: Sequence[str],
+        states: Mapping[str, str] | None = None,
+        demand: int = 0,
+        asked: frozenset[str] = frozenset(),
     ) -> dict[str, list[str]]:
+        self.asked = asked
         return {name: [n for n in held if n in nodes] for name, held in self.held.items()}
 
     def configure(self, nodes: Sequence[str]) -> None:

@@ -3,10 +3,13 @@ onto, for what the waiting jobs ask."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from elastic.errors import InputError
 from elastic.slurm import hostlist
+from elastic.slurm.commands import Slurm
 from elastic.slurm.growth_gate import GrowthGate, free
 from elastic.slurm.sites import parse_sites
 
@@ -73,3 +76,30 @@ def test_mycluster_grows_away_from_a_site_whose_nodes_do_not_come_up() -> None:
 def test_an_unknown_policy_is_refused() -> None:
     with pytest.raises(InputError, match="growth policy: 'random' is not one of cheapest"):
         GrowthGate("random")
+
+
+def test_a_site_a_waiting_job_asks_for_by_name_is_never_held_back() -> None:
+    gate = GrowthGate("cheapest")
+    # one job asks for the dearest site: it is let go, the policy's choice stays open
+    assert gate.held_back(SITES, AT_REST, 1, asked=frozenset({"far"})) == {
+        "ptc-gated-here": ["node-0", "node-1"]
+    }
+    # a feature that names no site changes nothing
+    assert gate.held_back(SITES, AT_REST, 1, asked=frozenset({"bigmem"})) == {
+        "ptc-gated-here": ["node-0", "node-1"],
+        "ptc-gated-far": ["node-4", "node-5"],
+    }
+
+
+def test_the_features_waiting_jobs_ask_for_are_read_from_their_constraints() -> None:
+    asked: list[list[str]] = []
+
+    def squeue(argv: Sequence[str]) -> str:
+        asked.append(list(argv))
+        return "(null)\ncloud\nhere|cloud\n[far*2&bigmem]\n(gpu|ib),ssd:2\n"
+
+    names = Slurm(squeue).pending_features("elastic")
+    assert names == {"cloud", "here", "far", "bigmem", "gpu", "ib", "ssd"}
+    assert asked == [
+        ["squeue", "--noheader", "--states=PENDING", "--format=%f", "--partition", "elastic"]
+    ]

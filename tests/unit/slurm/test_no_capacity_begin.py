@@ -11,7 +11,7 @@ from slurm_env import World
 
 from elastic.events import Event, Kind, Reporter, collect
 from elastic.slurm.client import REQUEUE_LOOKS
-from elastic.slurm.commands import SlurmCommandError
+from elastic.slurm.commands import REQUEUE_DELAY_S, SlurmCommandError
 
 
 def _events(world: World) -> list[Event]:
@@ -41,8 +41,8 @@ def test_the_job_that_waited_for_a_full_site_is_pending_and_eligible_at_once(
     assert result.ready == [] and list(result.failed) == ["node-2"]
     job = world.slurm.jobs[0]
     assert job.state == "PENDING"
-    assert job.eligible is not None and job.eligible <= world.clock()
-    update = ["scontrol", "update", "JobId=5", "StartTime=now"]
+    assert job.eligible is not None and job.eligible <= world.clock() + REQUEUE_DELAY_S
+    update = ["scontrol", "update", "JobId=5", f"StartTime=now+{REQUEUE_DELAY_S}"]
     assert world.slurm.calls.index(update) > world.slurm.calls.index(
         next(c for c in world.slurm.calls if "State=POWER_DOWN_FORCE" in c)
     )
@@ -58,7 +58,11 @@ def test_the_client_waits_a_moment_for_the_requeue(world: World) -> None:
     before = world.clock()
     world.client.resume("node-2")
     job = world.slurm.jobs[0]
-    assert job.state == "PENDING" and job.eligible is not None and job.eligible <= world.clock()
+    assert (
+        job.state == "PENDING"
+        and job.eligible is not None
+        and job.eligible <= world.clock() + REQUEUE_DELAY_S
+    )
     assert world.clock() > before
     assert "job 5 begins now: its nodes' site had no capacity" in _messages(events, Kind.STATUS)
 
@@ -70,7 +74,7 @@ def test_a_job_not_requeued_in_time_keeps_slurms_begin_time_with_a_warning(world
     result = world.client.resume("node-2")
     assert list(result.failed) == ["node-2"]
     job = world.slurm.jobs[0]
-    assert job.eligible is not None and job.eligible > world.clock()
+    assert job.eligible is not None and job.eligible > world.clock() + REQUEUE_DELAY_S
     assert not any(c[:3] == ["scontrol", "update", "JobId=5"] for c in world.slurm.calls)
     assert any(m.startswith("job 5: not requeued") for m in _messages(events, Kind.WARNING))
 
@@ -112,8 +116,12 @@ def test_a_failing_scontrol_update_is_a_warning_and_the_resume_goes_on(world: Wo
     assert world.slurm.reasons["node-2"].startswith("ptc resume: power on: no free machine")
     assert world.owners()["node-2"] is None and world.owners()["node-1"] == "slurm"
     job = fake.jobs[0]
-    assert job.state == "PENDING" and job.eligible is not None and job.eligible > world.clock()
-    assert ["scontrol", "update", "JobId=5", "StartTime=now"] in fake.calls
+    assert (
+        job.state == "PENDING"
+        and job.eligible is not None
+        and job.eligible > world.clock() + REQUEUE_DELAY_S
+    )
+    assert ["scontrol", "update", "JobId=5", f"StartTime=now+{REQUEUE_DELAY_S}"] in fake.calls
     warnings = _messages(events, Kind.WARNING)
     assert any(m.startswith("job 5: could not make it begin now:") for m in warnings)
     assert not any("begins now" in m for m in _messages(events, Kind.STATUS))

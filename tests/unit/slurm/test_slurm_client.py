@@ -649,3 +649,12 @@ def test_the_client_serves_without_the_observer_s_token_when_it_cannot_read_it(
     assert service._observer_token(settings) == "look"
     unnamed = SlurmClientSettings(manager_url="http://testserver", token_file=tmp_path / "t")
     assert service._observer_token(unnamed) is None
+
+
+def test_the_sites_waiting_jobs_ask_for_by_constraint_reach_the_provisioner(world: World) -> None:
+    """The gate must not hold back a site a waiting job asks for by name: the client tells the
+    provisioner which features the waiting jobs' constraints name."""
+    world.slurm.jobs.append(Job("7", nodes=["node-2"], state="PENDING", features="here|dear"))
+    world.slurm.jobs.append(Job("8", nodes=["node-3"], state="PENDING"))
+    world.client.sync_sites()
+    assert world.prov.asked == {"here", "dear"}
