@@ -61,7 +61,7 @@ from elastic.remote import ssh
 from elastic.sites.ec2.control import Ec2Control
 from elastic.sites.ec2.provider import Ec2Provider
 from elastic.sites.ec2.settings import check_name
-from elastic.sites.ec2.userdata import JoinSpec
+from elastic.sites.ec2.userdata import ClusterUser, JoinSpec, Share
 from elastic.slurm.commands import Slurm
 from elastic.slurm.commands import subprocess_runner as slurm_runner
 from elastic.slurm.join import JoinTokens, key_path
@@ -677,6 +677,9 @@ EC2_SETTINGS = ("cluster", "credentials_file", "munge_key", "slurm_conf")
 EC2_OPTIONAL = ("join_url", "tokens_file", "ca_file", "key_file", "conf_server")
 # ... and the seconds of the client's reconciliation of the sites' instances (elastic.slurm.ec2_sync).
 EC2_SECONDS = ("sync_interval", "orphan_grace")
+# ... and what an instance has besides Slurm, as every node: the cluster's user
+# ({name, uid, gid, home}) and the NFS shares ([{server, path, options}]).
+EC2_NODE = ("user", "shares")
 FROM_CONTROLLER = "controller"
 CONFIGLESS = "configless"
 
@@ -693,7 +696,7 @@ def ec2_control(site: SiteNodes, extra: dict[str, Any], where: str) -> PowerCont
             f"{where}: provider ec2: the controller has no ec2 settings (deploy with "
             "elastic_ec2_credentials_src)"
         )
-    known = (*EC2_SETTINGS, *EC2_OPTIONAL, *EC2_SECONDS)
+    known = (*EC2_SETTINGS, *EC2_OPTIONAL, *EC2_SECONDS, *EC2_NODE)
     if unknown := sorted(set(map(str, raw)) - set(known)):
         raise InputError(f"provisioner: ec2.{unknown[0]}: not known ({', '.join(known)})")
     for key in EC2_SETTINGS:
@@ -747,8 +750,16 @@ def _user_data(raw: Mapping[str, Any]) -> Callable[[str], JoinSpec]:
         if not conf_server:
             raise InputError("provisioner: ec2.conf_server: missing (slurm_conf is configless)")
     slurm_conf = "" if conf_server else raw["slurm_conf"]
+    user, shares = _node_likeness(raw)
     if raw["munge_key"] != FROM_CONTROLLER:
-        fixed = JoinSpec(raw["munge_key"], slurm_conf, dynamic=False, conf_server=conf_server)
+        fixed = JoinSpec(
+            raw["munge_key"],
+            slurm_conf,
+            dynamic=False,
+            conf_server=conf_server,
+            user=user,
+            shares=shares,
+        )
         return lambda node: fixed
     for key in ("join_url", "tokens_file", "ca_file"):
         if not raw.get(key):
@@ -771,9 +782,34 @@ def _user_data(raw: Mapping[str, Any]) -> Callable[[str], JoinSpec]:
             conf_server=conf_server,
             key_token=tokens.issue(node),
             ca_pem=ca,
+            user=user,
+            shares=shares,
         )
 
     return join
+
+
+def _node_likeness(raw: Mapping[str, Any]) -> tuple[ClusterUser | None, tuple[Share, ...]]:
+    """The cluster's user and shares an instance gets, from ``ec2.user`` and ``ec2.shares``
+    (either may be missing: the image has the user, or the cluster shares nothing)."""
+    user = None
+    try:
+        if (given := raw.get("user")) is not None:
+            if not isinstance(given, Mapping):
+                raise InputError("user: expected {name, uid, gid, home}")
+            if missing := sorted({"name", "uid", "gid", "home"} - set(map(str, given))):
+                raise InputError(f"user.{missing[0]}: missing")
+            user = ClusterUser(given["name"], given["uid"], given["gid"], given["home"])
+        listed = raw.get("shares") or []
+        if not isinstance(listed, list) or not all(isinstance(s, Mapping) for s in listed):
+            raise InputError("shares: expected a list of {server, path}")
+        shares = tuple(
+            Share(s.get("server"), s.get("path"), s.get("options") or "nodev,nosuid")
+            for s in listed
+        )
+    except InputError as err:
+        raise InputError(f"provisioner: ec2.{err}") from None
+    return user, shares
 
 
 def node_control(extra: dict[str, Any]) -> PowerControl:

@@ -1,8 +1,10 @@
 """The user data that makes a fresh instance a node of a Slurm cluster: a shell script, which
 cloud-init runs once at first boot.
 
-It sets the hostname to the node's name, fetches the cluster's munge key and ``slurm.conf`` and
-starts munge and slurmd. The key is fetched, never written into the script: user data is not a
+It sets the hostname to the node's name, makes the cluster's user (``user``: the same name,
+uid and gid as on every node, so files on the shares are theirs), mounts the cluster's NFS
+``shares`` (a path something mounted already, as the local testbed does for its machines, is
+left as it is), fetches the cluster's munge key and ``slurm.conf`` and starts munge and slurmd. The key is fetched, never written into the script: user data is not a
 secret store. Anyone allowed ``ec2:DescribeInstanceAttribute`` on the account reads it, every
 process on the instance can read it from the metadata service, cloud-init keeps a copy on disk,
 and an Auto Scaling group's launch template keeps it for as long as it lives. So the parameters
@@ -38,6 +40,47 @@ from elastic.errors import InputError
 MAX_BYTES = 16 * 1024
 CONF_SERVER = re.compile(r"^[A-Za-z0-9.-]+(:\d{1,5})?$")
 TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+SERVER = re.compile(r"^[A-Za-z0-9.:-]+$")
+PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+MOUNT_OPTIONS = re.compile(r"^[A-Za-z0-9_=,.-]+$")
+
+
+@dataclass(frozen=True)
+class ClusterUser:
+    """The user jobs run as, with the ids every node gives it."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not USER_NAME.match(self.name):
+            raise InputError(f"user.name: {self.name!r} is not a user name")
+        for field_name in ("uid", "gid"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+                raise InputError(f"user.{field_name}: {value!r} is not an id from 1")
+        if not isinstance(self.home, str) or not PATH.match(self.home):
+            raise InputError(f"user.home: {self.home!r} is not an absolute path")
+
+
+@dataclass(frozen=True)
+class Share:
+    """An NFS export the node mounts at the same ``path`` (``server:path``)."""
+
+    server: str
+    path: str
+    options: str = "nodev,nosuid"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.server, str) or not SERVER.match(self.server):
+            raise InputError(f"shares: server {self.server!r} is not a host name or address")
+        if not isinstance(self.path, str) or not PATH.match(self.path):
+            raise InputError(f"shares: path {self.path!r} is not an absolute path")
+        if not isinstance(self.options, str) or not MOUNT_OPTIONS.match(self.options):
+            raise InputError(f"shares: options {self.options!r} are not mount options")
 
 
 class _Template(string.Template):
@@ -103,6 +146,19 @@ hostnamectl set-hostname "$node"
 install -d -m 0755 /etc/cloud/cloud.cfg.d
 echo 'preserve_hostname: true' > /etc/cloud/cloud.cfg.d/99-ptc-hostname.cfg
 
+# The cluster's user, with the ids every node gives it: the shares' files are theirs.
+if [ -n @@user ]; then
+  getent group @@user >/dev/null || groupadd -g @@gid @@user
+  id -u @@user >/dev/null 2>&1 || useradd -u @@uid -g @@gid -d @@home -M -s /bin/bash @@user
+fi
+# The shares, from the cluster's NFS server; a path something mounted already is left alone.
+share() {  # share SERVER PATH OPTIONS
+  mountpoint -q "$2" && return 0
+  install -d -m 0755 "$2"
+  mount -t nfs -o "$3" "$1:$2" "$2"
+}
+@@shares
+
 install -d -m 0700 -o munge -g munge /etc/munge
 fetch "$munge_key" /etc/munge/munge.key 0400 munge:munge "$key_token"
 key_token=
@@ -150,6 +206,9 @@ class JoinSpec:
     # certificate (PEM, public) the endpoint's certificate verifies to
     key_token: str | None = None
     ca_pem: str | None = None
+    # what every node has besides Slurm: the cluster's user, and the shares it mounts
+    user: ClusterUser | None = None
+    shares: tuple[Share, ...] = ()
 
     def __post_init__(self) -> None:
         _check_source(self.munge_key, "munge_key")
@@ -185,6 +244,14 @@ class JoinSpec:
             key_token=shlex.quote(self.key_token or ""),
             ca_given=shlex.quote("yes" if self.ca_pem else ""),
             ca_pem=(self.ca_pem or "").strip(),
+            user=shlex.quote(self.user.name if self.user else ""),
+            uid=self.user.uid if self.user else 0,
+            gid=self.user.gid if self.user else 0,
+            home=shlex.quote(self.user.home if self.user else "/"),
+            shares="\n".join(
+                f"share {shlex.quote(s.server)} {shlex.quote(s.path)} {shlex.quote(s.options)}"
+                for s in self.shares
+            ),
         )
         if len(script.encode()) > MAX_BYTES:
             raise InputError(f"user data: {len(script.encode())} bytes, EC2 takes {MAX_BYTES}")

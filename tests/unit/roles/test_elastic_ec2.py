@@ -54,8 +54,11 @@ def test_the_client_s_ec2_settings_are_the_ones_the_provisioner_reads(
         *provision.EC2_SETTINGS,
         *provision.EC2_OPTIONAL,
         *provision.EC2_SECONDS,
+        *provision.EC2_NODE,
     }
     assert (written["sync_interval"], written["orphan_grace"]) == (60, 300)
+    assert written["user"] == {"name": "ptc", "uid": 2000, "gid": 2000, "home": "/home/ptc"}
+    assert not written["shares"]
     assert (written["munge_key"], written["slurm_conf"]) == (
         provision.FROM_CONTROLLER,
         provision.CONFIGLESS,
@@ -63,6 +66,21 @@ def test_the_client_s_ec2_settings_are_the_ones_the_provisioner_reads(
     assert written["join_url"].startswith("https://")
     assert written["credentials_file"] == f"{node_paths.ELASTIC_TOKENS_DIR}/aws-credentials"
     assert written["cluster"] == "ptc"
+
+
+def test_an_instance_mounts_the_cluster_s_shares_from_the_nfs_server(role: dict[str, Any]) -> None:
+    written = ec2_block(
+        {
+            **role,
+            "elastic_ec2_credentials_src": "/home/me/aws.ini",
+            "elastic_ec2_nfs_server": "nfs.example",
+            "elastic_ec2_shares": [{"name": "home", "path": "/home"}, {"path": "/opt/ptc"}],
+        }
+    )["ec2"]
+    assert [(s["server"], s["path"]) for s in written["shares"]] == [
+        ("nfs.example", "/home"),
+        ("nfs.example", "/opt/ptc"),
+    ]
 
 
 @pytest.mark.parametrize("name", ["ptc-elastic-slurm-client.service.j2", "ptc-elastic-hook.j2"])

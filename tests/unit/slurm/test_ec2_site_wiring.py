@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from elastic.errors import InputError
 from elastic.sites.ec2.control import Ec2Control
-from elastic.slurm import hostlist, service
+from elastic.slurm import hostlist, provision, service
 from elastic.slurm.join import JoinTokens, KeyServer
 from elastic.slurm.provision import (
     AWS_CREDENTIALS_VARIABLE,
@@ -271,3 +271,32 @@ def test_the_client_s_endpoint_hands_the_key_once_to_its_node(tmp_path: Path) ->
         assert http.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 403
     no_ec2 = service.SlurmClientSettings(manager_url="https://x:1", token_file=tmp_path / "t")
     assert service.key_server(no_ec2) is None
+
+
+@pytest.mark.parametrize(
+    ("node", "why"),
+    [
+        ({"user": {"name": "ptc", "gid": 2000, "home": "/home/ptc"}}, r"ec2\.user\.uid: missing"),
+        ({"user": "ptc"}, r"ec2\.user: expected \{name, uid, gid, home\}"),
+        ({"shares": [{"server": "", "path": "/home"}]}, r"ec2\.shares: server ''"),
+        ({"shares": "/home"}, r"ec2\.shares: expected a list"),
+    ],
+)
+def test_the_instances_user_and_shares_are_checked_naming_the_field(
+    node: dict[str, object], why: str
+) -> None:
+    raw = {"munge_key": "s3://bucket/munge.key", "slurm_conf": "s3://bucket/slurm.conf", **node}
+    with pytest.raises(InputError, match=why):
+        provision._user_data(raw)
+
+
+def test_the_instances_user_and_shares_reach_their_user_data() -> None:
+    raw = {
+        "munge_key": "s3://bucket/munge.key",
+        "slurm_conf": "s3://bucket/slurm.conf",
+        "user": {"name": "ptc", "uid": 2000, "gid": 2000, "home": "/home/ptc"},
+        "shares": [{"server": "nfs.example", "path": "/home", "options": "nodev,nosuid"}],
+    }
+    script = provision._user_data(raw)("ec2-0").render("ptc", "cloud", "ec2-0")
+    assert "share nfs.example /home nodev,nosuid" in script
+    assert "useradd -u 2000 -g 2000 -d /home/ptc" in script

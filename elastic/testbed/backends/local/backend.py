@@ -622,11 +622,8 @@ class LocalBackend(Backend):
             # (the elastic role runs it on the controller): a node that never asks the testbed
             # for power holds no credential that could.
             args += ["--volume", f"{exp.control_dir}:{CONTROL_MOUNT}:ro"]
-        # The stand-in for the kernel NFS mount a container cannot make (a node holds no
-        # capability to mount: docs/security.md, "Node isolation on the local testbed"): the
-        # shares the experiment's file server exports, bind-mounted where the roles expect them.
-        for share, mount in fileserver.SHARES.items():
-            args += ["--volume", f"{shared / share}:{mount}:nodev,nosuid"]
+        # the shares the experiment's file server exports, where the roles expect them
+        args += fileserver.client_mounts(exp)
         for store in node.blockstores:
             if store.mount:
                 host_dir = exp.node_dir(node.client_id) / "blockstores" / store.name

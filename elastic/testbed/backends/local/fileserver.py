@@ -149,10 +149,19 @@ EXPORT {{
     )
 
 
+def client_mounts(exp: Experiment) -> list[str]:
+    """``podman run`` arguments that give a machine the shares where the roles expect them:
+    the stand-in for the kernel NFS mount a container cannot make (a machine holds no
+    capability to mount: docs/security.md, "Node isolation on the local testbed")."""
+    args = []
+    for share, mount in SHARES.items():
+        args += ["--volume", f"{exp.shared_dir / share}:{mount}:nodev,nosuid"]
+    return args
+
+
 def container_args(exp: Experiment, at: Address) -> list[str]:
     """``podman run`` arguments of the server (before the image): its grants, the shares as
     its only mounts of a filesystem of the host, the experiment's network namespace."""
-    shared = exp.shared_dir
     args = [
         "run", "--detach",
         "--name", container_name(exp.name),
@@ -163,9 +172,7 @@ def container_args(exp: Experiment, at: Address) -> list[str]:
         "--network", f"ns:/run/netns/{network.namespace(exp.name)}",
         "--env", f"PTC_GANESHA_CONF={ganesha_config(at.subnet)}",
     ]  # fmt: skip
-    for share, mount in SHARES.items():
-        args += ["--volume", f"{shared / share}:{mount}:nodev,nosuid"]
-    return args
+    return args + client_mounts(exp)
 
 
 # -- the share filesystem -------------------------------------------------------------------

@@ -8,11 +8,12 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from elastic.errors import InputError
-from elastic.sites.ec2.userdata import JoinSpec
+from elastic.sites.ec2.userdata import ClusterUser, JoinSpec, Share
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 TOKEN = "t0k3n-" + "x" * 30
@@ -94,3 +95,55 @@ def test_the_token_goes_to_curl_on_its_input_and_the_ca_verifies_the_endpoint(
     assert f"--cacert {tmp_path}/ca.crt" in argv and "-K -" in argv and URL in argv
     assert (tmp_path / "stdin").read_text() == f'header = "Authorization: Bearer {TOKEN}"\n'
     assert dest.read_text() == "key\n" and oct(dest.stat().st_mode & 0o777) == "0o400"
+
+
+def test_the_instance_gets_the_cluster_s_user_and_mounts_its_shares_unless_mounted(
+    tmp_path: Path,
+) -> None:
+    """The user with the nodes' ids, made once; each share NFS-mounted from the server, a path
+    mounted already left alone. Run with stand-ins that record what they were asked."""
+    script = spec(
+        user=ClusterUser("ptc", 2000, 2000, "/home/ptc"),
+        shares=(Share("nfs.example", "/home"), Share("10.0.0.5", "/opt/ptc", "nodev,ro")),
+    ).render("ptc", "cloud", "ec2-0")
+    start = script.index("# The cluster's user")
+    part = script[start : script.index("install -d -m 0700 -o munge", start)]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, rc in (("getent", 2), ("id", 1), ("groupadd", 0), ("useradd", 0), ("mount", 0),
+                     ("install", 0)):  # fmt: skip
+        (bin_dir / tool).write_text(
+            f'#!/bin/bash\necho "{tool} $*" >> {tmp_path}/asked\nexit {rc}\n'
+        )
+        (bin_dir / tool).chmod(0o755)
+    # /home is mounted already (as the local testbed's machines have it), /opt/ptc is not
+    (bin_dir / "mountpoint").write_text('#!/bin/bash\n[ "$2" = /home ]\n')
+    (bin_dir / "mountpoint").chmod(0o755)
+    done = subprocess.run(
+        ["bash", "-c", f"set -euo pipefail\n{part}"],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    asked = (tmp_path / "asked").read_text().splitlines()
+    assert "groupadd -g 2000 ptc" in asked
+    assert "useradd -u 2000 -g 2000 -d /home/ptc -M -s /bin/bash ptc" in asked
+    mounts = [line for line in asked if line.startswith("mount ")]
+    assert mounts == ["mount -t nfs -o nodev,ro 10.0.0.5:/opt/ptc /opt/ptc"]
+
+
+@pytest.mark.parametrize(
+    ("made", "why"),
+    [
+        (lambda: ClusterUser("Bad Name", 2000, 2000, "/home/x"), r"^user.name: 'Bad Name'"),
+        (lambda: ClusterUser("ptc", 0, 2000, "/home/ptc"), r"^user.uid: 0 is not an id"),
+        (lambda: ClusterUser("ptc", 2000, 2000, "home"), r"^user.home: 'home'"),
+        (lambda: Share("nfs;reboot", "/home"), r"^shares: server 'nfs;reboot'"),
+        (lambda: Share("nfs", "/home dir"), r"^shares: path '/home dir'"),
+        (lambda: Share("nfs", "/home", "rw;x"), r"^shares: options 'rw;x'"),
+    ],
+)
+def test_a_bad_user_or_share_is_refused_naming_the_field(made: Any, why: str) -> None:
+    with pytest.raises(InputError, match=why):
+        made()

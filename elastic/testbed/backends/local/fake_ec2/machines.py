@@ -3,8 +3,10 @@
 A machine is a container of the experiment (its label, so ``ptc down`` removes it and the
 testbed counts it against its size) booted from the prepared image with a fresh disk, as an
 instance boots from its AMI. Unlike the experiment's nodes it has no control network, no SSH
-port on the host, no geni data, no mount of the checkout or of the shares: its one interface is
-``eth0`` on the experiment's LAN, at the instance's private address, which the host sets from
+port on the host, no geni data, no mount of the checkout; the experiment's shares are mounted
+as on every machine of the testbed (the stand-in for the NFS mount no container here can make,
+which the instance's user data then finds done). Its one interface is ``eth0`` on the
+experiment's LAN, at the instance's private address, which the host sets from
 outside (the machine holds no NET_ADMIN). Its grants are the nodes' (``privileges``).
 """
 
@@ -16,7 +18,14 @@ import subprocess
 from dataclasses import dataclass
 
 from elastic.errors import TestbedError
-from elastic.testbed.backends.local import capacity, etc_hosts, network, podman, privileges
+from elastic.testbed.backends.local import (
+    capacity,
+    etc_hosts,
+    fileserver,
+    network,
+    podman,
+    privileges,
+)
 from elastic.testbed.backends.local.fake_ec2 import METADATA_DIR, USER_DATA_LOG
 from elastic.testbed.experiment import Experiment
 
@@ -78,6 +87,9 @@ def create(exp: Experiment, spec: Spec, image_ref: str) -> None:
         *privileges.cgroup_args(name),
         "--no-hosts",
         "--network", "none",
+        # As every machine of the testbed: the user data finds the shares mounted and mounts
+        # nothing, as it would mount them over NFS on EC2.
+        *fileserver.client_mounts(exp),
     ]  # fmt: skip
     with capacity.reserved(exp.name, [spec.node]):
         podman.run(*args, image_ref, "/sbin/init")
