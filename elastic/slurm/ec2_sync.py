@@ -126,8 +126,14 @@ class Ec2Sync:
                         action="terminated",
                     )
         busy = set(self.busy())
+        candidates = [
+            n.node for n in found.lost if n.node not in busy and _up(states.get(n.node, "~"))
+        ]
+        # Slurm's view again, after EC2's: a suspend that ended an instance between the two
+        # reads has the node powering down by now, and is no loss
+        now_up = self.slurm.node_states(candidates) if candidates else {}
         for lost in found.lost:
-            if lost.node in busy or not _up(states.get(lost.node, "~")):
+            if lost.node not in candidates or not _up(now_up.get(lost.node, "~")):
                 continue
             how = lost.why + (f", {lost.reason}" if lost.reason else "")
             where = f"instance {lost.instance_id}" if lost.instance_id else "no instance"

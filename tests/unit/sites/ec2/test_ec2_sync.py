@@ -107,6 +107,34 @@ def test_nodes_on_their_way_up_or_down_or_at_rest_are_the_hooks_business(
     assert syncer.round().powered_down == {} and slurm.updates == []
 
 
+def test_a_suspend_that_ends_the_instance_during_the_round_is_no_loss(
+    provider: Ec2Provider, faults: InjectedFaults, cluster: str
+) -> None:
+    """Slurm read first (the node idle), EC2 next (its instance ended by the suspend that has
+    begun meanwhile): Slurm, read again, has the node powering down, and nothing is done."""
+    slurm = FakeSlurm({"ec2-0": "idle"})
+    control, syncer = sync(provider, faults, cluster, slurm)
+    control.allocate(["ec2-0"], "r1")
+    reads = 0
+    answer = slurm.__call__
+
+    def suspended_after_the_first_read(argv: Sequence[str]) -> str:
+        nonlocal reads
+        if argv[0] == "sinfo":
+            reads += 1
+            if reads == 2:
+                slurm.states["ec2-0"] = "idle%"
+        if argv[0] == "sinfo" and reads == 1:
+            shown = answer(argv)
+            control.release(["ec2-0"], "r2")  # the suspend's terminate, between the two reads
+            return shown
+        return answer(argv)
+
+    syncer.slurm = Slurm(suspended_after_the_first_read)
+    assert syncer.round().powered_down == {} and slurm.updates == []
+    assert reads == 2
+
+
 def test_a_node_under_repair_is_left_alone(
     provider: Ec2Provider, faults: InjectedFaults, cluster: str
 ) -> None:
