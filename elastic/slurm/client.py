@@ -606,9 +606,11 @@ class SlurmElasticClient:
                 try:
                     self.slurm.begin_soon(job_id)
                 except SlurmCommandError as err:
-                    self.report.warning(f"job {job_id}: could not make it begin now: {err}")
+                    self.report.warning(f"job {job_id}: could not make it begin sooner: {err}")
                     continue
-                self.report.status(f"job {job_id} begins now: its nodes' site had no capacity")
+                self.report.status(
+                    f"job {job_id} begins in {REQUEUE_DELAY_S} s: its nodes' site had no capacity"
+                )
             left = waiting
         for job_id in left:
             self.report.warning(

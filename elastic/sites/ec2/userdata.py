@@ -172,6 +172,8 @@ if [ -n "$conf_server" ]; then
   options="--conf-server $conf_server -b"
   install -d -m 0755 /etc/systemd/system/slurmd.service.d
   printf '[Unit]\nConditionPathExists=\n' > /etc/systemd/system/slurmd.service.d/ptc-configless.conf
+  # (readable by all, as systemd wants its units, despite the umask above)
+  chmod 0644 /etc/systemd/system/slurmd.service.d/ptc-configless.conf
   systemctl daemon-reload
 else
   fetch "$slurm_conf" /etc/slurm/slurm.conf 0644 root:root

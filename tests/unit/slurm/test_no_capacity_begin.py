@@ -46,7 +46,9 @@ def test_the_job_that_waited_for_a_full_site_is_pending_and_eligible_at_once(
     assert world.slurm.calls.index(update) > world.slurm.calls.index(
         next(c for c in world.slurm.calls if "State=POWER_DOWN_FORCE" in c)
     )
-    assert "job 5 begins now: its nodes' site had no capacity" in _messages(events, Kind.STATUS)
+    assert f"job 5 begins in {REQUEUE_DELAY_S} s: its nodes' site had no capacity" in _messages(
+        events, Kind.STATUS
+    )
 
 
 def test_the_client_waits_a_moment_for_the_requeue(world: World) -> None:
@@ -64,7 +66,9 @@ def test_the_client_waits_a_moment_for_the_requeue(world: World) -> None:
         and job.eligible <= world.clock() + REQUEUE_DELAY_S
     )
     assert world.clock() > before
-    assert "job 5 begins now: its nodes' site had no capacity" in _messages(events, Kind.STATUS)
+    assert f"job 5 begins in {REQUEUE_DELAY_S} s: its nodes' site had no capacity" in _messages(
+        events, Kind.STATUS
+    )
 
 
 def test_a_job_not_requeued_in_time_keeps_slurms_begin_time_with_a_warning(world: World) -> None:
@@ -95,8 +99,8 @@ def test_another_pending_job_keeps_its_own_begin_time(world: World) -> None:
     touched = [c[2] for c in world.slurm.calls if c[:2] == ["scontrol", "update"]]
     assert "JobId=6" not in touched and "JobId=7" not in touched
     assert not any(c[:3] == ["scontrol", "show", "job"] and c[-1] != "5" for c in world.slurm.calls)
-    began = [m for m in _messages(events, Kind.STATUS) if "begins now" in m]
-    assert began == ["job 5 begins now: its nodes' site had no capacity"]
+    began = [m for m in _messages(events, Kind.STATUS) if "begins in" in m]
+    assert began == [f"job 5 begins in {REQUEUE_DELAY_S} s: its nodes' site had no capacity"]
 
 
 def test_a_failing_scontrol_update_is_a_warning_and_the_resume_goes_on(world: World) -> None:
@@ -123,8 +127,8 @@ def test_a_failing_scontrol_update_is_a_warning_and_the_resume_goes_on(world: Wo
     )
     assert ["scontrol", "update", "JobId=5", f"StartTime=now+{REQUEUE_DELAY_S}"] in fake.calls
     warnings = _messages(events, Kind.WARNING)
-    assert any(m.startswith("job 5: could not make it begin now:") for m in warnings)
-    assert not any("begins now" in m for m in _messages(events, Kind.STATUS))
+    assert any(m.startswith("job 5: could not make it begin sooner:") for m in warnings)
+    assert not any("begins in" in m for m in _messages(events, Kind.STATUS))
     assert any(e.kind is Kind.END and "ready ['node-1']" in e.message for e in events)
 
 
