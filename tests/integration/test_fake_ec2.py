@@ -11,7 +11,6 @@ takes."""
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -19,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_ec2_api import call
 from naming import experiment_name
 from remote import containers, ssh, wait_for
-
-from elastic.remote import ssh as seam
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,38 +28,6 @@ NAME = experiment_name("fec2")
 NODE = "burst-0"
 BOOT_DELAY_S = 5
 MARK = "/root/user-data-ran"
-
-# Run on the head: one EC2 call through boto3, its answer as JSON. argv: the call, its
-# arguments as JSON. No retries: a refusal is seen as the first attempt's.
-CALL = r"""
-import json, sys
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError
-call, args = sys.argv[1], json.loads(sys.argv[2])
-ec2 = boto3.session.Session(region_name="us-east-1").client(
-    "ec2", endpoint_url="http://127.0.0.1:4566",
-    config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
-try:
-    answer = getattr(ec2, call)(**args)
-except ClientError as err:
-    answer = {"Error": err.response["Error"]["Code"],
-              "Status": err.response["ResponseMetadata"]["HTTPStatusCode"]}
-print(json.dumps(answer, default=str))
-"""
-
-
-def call(expdir: Path, method: str, **args: Any) -> Any:
-    done = seam.execute(
-        expdir / "inventory" / "ssh_config",
-        "head",
-        "AWS_SHARED_CREDENTIALS_FILE=/run/ptc-testbed/fake-ec2-credentials python3 - "
-        f"{method} {shlex.quote(json.dumps(args))}",
-        timeout=120,
-        stdin=CALL.encode(),
-    )
-    assert done.returncode == 0, f"{method} on head: {done.error_text}"
-    return json.loads(done.text)
 
 
 def machine(command: str) -> subprocess.CompletedProcess[str]:
