@@ -20,6 +20,11 @@ from collections.abc import Iterable, Sequence
 from elastic.errors import InputError
 
 EPOCH = "SLURM_TIME_FORMAT=%s"  # the environment that makes sacct print times as epoch seconds
+# The states a job ends in (sacct's and scontrol's words): Slurm runs it no more from one.
+FINISHED_STATES = frozenset(
+    {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+     "PREEMPTED", "TIMEOUT"}
+)  # fmt: skip
 
 
 def command(fields: Sequence[str], *options: str) -> str:

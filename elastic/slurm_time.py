@@ -1,4 +1,5 @@
-"""Slurm's durations in seconds, in every form Slurm prints or reads.
+"""Slurm's durations in seconds, in every form Slurm prints or reads, and the moments
+``scontrol`` prints.
 
 One parser for the queue (``squeue``'s elapsed and remaining time) and the benchmarks
 (``sacct``'s TotalCPU). It lives at the package's root so that both ``elastic.slurm`` and
@@ -14,6 +15,7 @@ number is minutes and two are minutes and seconds. sacct adds milliseconds to sh
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from elastic.errors import InputError
 
@@ -52,3 +54,12 @@ def parse_duration(text: str) -> float | None:
     else:
         total = parts[0] * 3600 + parts[1] * 60 + parts[2]
     return float(total) + (float(m["fraction"]) if m["fraction"] else 0.0)
+
+
+def scontrol_moment(text: str) -> float | None:
+    """A moment as ``scontrol show`` prints it (``2026-11-30T21:29:35``, the controller's local
+    time), in epoch seconds; None for ``Unknown``, ``None`` and the like."""
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

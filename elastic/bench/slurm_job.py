@@ -19,17 +19,7 @@ from elastic.errors import RemoteError, RemoteTimeout
 from elastic.remote import ssh
 from elastic.slurm_time import parse_duration
 
-TERMINAL = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+TERMINAL = sacct_text.FINISHED_STATES
 RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
 # The accounting fields every dataset row carries (sacct -o), in this order.

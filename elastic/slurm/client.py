@@ -46,9 +46,11 @@ from elastic.manager.client import ManagerClient
 from elastic.manager.errors import Conflict, Forbidden
 from elastic.manager.model import JobReport, Queue
 from elastic.policies import Policy
+from elastic.sacct import FINISHED_STATES
 from elastic.slurm.commands import REQUEUE_DELAY_S, Slurm, SlurmCommandError
 from elastic.slurm.queue import compute_pv, parse_squeue
 from elastic.slurm.resize import show_fields
+from elastic.slurm_time import scontrol_moment
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +63,6 @@ HOLD_PREFIX = "ptc-"
 # before scontrol returns) so that it may begin at once.
 REQUEUE_LOOKS = 5
 REQUEUE_LOOK_S = 0.5
-# Job states after which a job is never requeued: nothing to wait for.
-_FINISHED = frozenset(
-    {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
-     "PREEMPTED", "TIMEOUT"}
-)  # fmt: skip
 
 
 class Provisioner(Protocol):
@@ -596,7 +593,7 @@ class SlurmElasticClient:
                     self.report.warning(f"job {job_id}: its state: {err}")
                     continue
                 state = fields.get("JobState", "")
-                if state in _FINISHED:
+                if state in FINISHED_STATES:  # never requeued now: nothing to wait for
                     continue
                 if state != "PENDING":  # not requeued yet (running, configuring, completing)
                     waiting.append(job_id)
@@ -619,12 +616,10 @@ class SlurmElasticClient:
             )
 
     def _later(self, when: str, margin: float) -> bool:
-        """Whether Slurm's time ``when`` (local time, as scontrol prints it) is more than
-        ``margin`` seconds ahead; False for ``Unknown``, ``None`` and the like."""
-        try:
-            return datetime.fromisoformat(when).timestamp() > self.clock() + margin
-        except ValueError:
-            return False
+        """Whether Slurm's time ``when`` (as scontrol prints it) is more than ``margin``
+        seconds ahead; False for ``Unknown``, ``None`` and the like."""
+        moment = scontrol_moment(when)
+        return moment is not None and moment > self.clock() + margin
 
     def sync_sites(self) -> dict[str, list[str]]:
         """The nodes the provisioner holds back, each set in a Slurm reservation of its own

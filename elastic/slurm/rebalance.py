@@ -29,7 +29,6 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
 from elastic.errors import InputError
@@ -45,6 +44,7 @@ from elastic.policies import (
 from elastic.slurm.commands import Slurm
 from elastic.slurm.queue import parse_squeue
 from elastic.slurm.sites import SiteNodes
+from elastic.slurm_time import scontrol_moment
 
 REASON = "ptc-rebalance"
 # Requested time given to a job with no limit: its progress is as good as 0.
@@ -138,12 +138,8 @@ def slurmd_start_times(text: str) -> dict[str, float]:
     found: dict[str, float] = {}
     for line in text.splitlines():
         match = _SLURMD_START.search(line)
-        if not match:
-            continue
-        try:
-            found[match.group(1)] = datetime.fromisoformat(match.group(2)).timestamp()
-        except ValueError:
-            continue
+        if match and (moment := scontrol_moment(match.group(2))) is not None:
+            found[match.group(1)] = moment
     return found
 
 
