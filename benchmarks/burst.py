@@ -49,10 +49,11 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from elastic_latency import wait_for  # the sibling benchmark's poll, not a copy of it
 
 from elastic import node_paths
 from elastic.atomic import write_text
@@ -205,16 +206,6 @@ def _journal_lines(text: str) -> list[tuple[float, str]]:
         except ValueError:
             continue
     return lines
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(poll)
-    raise RuntimeError(f"timed out waiting for {what}")
 
 
 def first(lines: list[tuple[float, str]], pattern: str, after: float = 0.0) -> float | None:
