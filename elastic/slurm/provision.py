@@ -61,7 +61,7 @@ from elastic.remote import ssh
 from elastic.sites.ec2.control import Ec2Control
 from elastic.sites.ec2.provider import Ec2Provider
 from elastic.sites.ec2.settings import check_name
-from elastic.sites.ec2.userdata import ClusterUser, JoinSpec, Share
+from elastic.sites.ec2.userdata import SHARE_OPTIONS, ClusterUser, JoinSpec, Share
 from elastic.slurm.commands import Slurm
 from elastic.slurm.commands import subprocess_runner as slurm_runner
 from elastic.slurm.join import JoinTokens, key_path
@@ -804,8 +804,7 @@ def _node_likeness(raw: Mapping[str, Any]) -> tuple[ClusterUser | None, tuple[Sh
         if not isinstance(listed, list) or not all(isinstance(s, Mapping) for s in listed):
             raise InputError("shares: expected a list of {server, path}")
         shares = tuple(
-            Share(s.get("server"), s.get("path"), s.get("options") or "nodev,nosuid")
-            for s in listed
+            Share(s.get("server"), s.get("path"), s.get("options") or SHARE_OPTIONS) for s in listed
         )
     except InputError as err:
         raise InputError(f"provisioner: ec2.{err}") from None

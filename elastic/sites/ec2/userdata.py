@@ -44,6 +44,7 @@ USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 SERVER = re.compile(r"^[A-Za-z0-9.:-]+$")
 PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 MOUNT_OPTIONS = re.compile(r"^[A-Za-z0-9_=,.-]+$")
+SHARE_OPTIONS = "nodev,nosuid"  # a share's mount options unless it names its own
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Share:
 
     server: str
     path: str
-    options: str = "nodev,nosuid"
+    options: str = SHARE_OPTIONS
 
     def __post_init__(self) -> None:
         if not isinstance(self.server, str) or not SERVER.match(self.server):

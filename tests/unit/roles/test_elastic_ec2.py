@@ -81,6 +81,7 @@ def test_an_instance_mounts_the_cluster_s_shares_from_the_nfs_server(role: dict[
         ("nfs.example", "/home"),
         ("nfs.example", "/opt/ptc"),
     ]
+    assert [s["options"] for s in written["shares"]] == [None, None]  # the join's default
 
 
 @pytest.mark.parametrize("name", ["ptc-elastic-slurm-client.service.j2", "ptc-elastic-hook.j2"])

@@ -295,8 +295,12 @@ def test_the_instances_user_and_shares_reach_their_user_data() -> None:
         "munge_key": "s3://bucket/munge.key",
         "slurm_conf": "s3://bucket/slurm.conf",
         "user": {"name": "ptc", "uid": 2000, "gid": 2000, "home": "/home/ptc"},
-        "shares": [{"server": "nfs.example", "path": "/home", "options": "nodev,nosuid"}],
+        "shares": [
+            {"server": "nfs.example", "path": "/home", "options": "nodev,ro"},
+            {"server": "nfs.example", "path": "/opt/ptc", "options": None},
+        ],
     }
     script = provision._user_data(raw)("ec2-0").render("ptc", "cloud", "ec2-0")
-    assert "share nfs.example /home nodev,nosuid" in script
+    assert "share nfs.example /home nodev,ro" in script
+    assert "share nfs.example /opt/ptc nodev,nosuid" in script
     assert "useradd -u 2000 -g 2000 -d /home/ptc" in script
