@@ -175,6 +175,14 @@ class ReclaimRequest(BaseModel):
     grace: float = Field(ge=0, le=1e9, description="grace period, seconds")
 
 
+class NoticeRequest(BaseModel):
+    nodes: list[NodeName] = Field(min_length=1, max_length=100_000)
+    deadline: float = Field(ge=0, le=1e11, description="epoch s the provider ends the nodes")
+    source: str = Field(
+        min_length=1, max_length=200, description="who gave notice, e.g. an EC2 spot interruption"
+    )
+
+
 class JobsReport(BaseModel):
     jobs: list[JobReport] = Field(max_length=100_000)
 
@@ -498,6 +506,15 @@ def create_app(manager: Manager, *, tick_interval: float = 1.0, run_loop: bool =
         with request_key(key):
             manager.report_resume(who, partition, req)
         return Ok()
+
+    @app.post(
+        "/v1/partitions/{partition}/notices",
+        response_model=list[Reclamation],
+        summary="Pass on a provider's notice that it ends some of the partition's nodes",
+    )
+    def notice(partition: Name, req: NoticeRequest, who: Caller) -> list[Reclamation]:
+        # a repeated notice starts nothing new: no idempotency key is needed
+        return manager.notice(who, partition, req.nodes, req.deadline, req.source)
 
     @app.post(
         "/v1/partitions/{partition}/unprotect",

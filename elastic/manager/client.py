@@ -373,6 +373,16 @@ class ManagerClient:
         result: dict[str, Any] = self._call("POST", "/v1/reclamations", json=body)
         return result
 
+    def notice(
+        self, partition: str, nodes: list[str], deadline: float, source: str
+    ) -> list[dict[str, Any]]:
+        """The reclamations that take ``nodes`` after a provider's notice (see Manager.notice)."""
+        body = {"nodes": nodes, "deadline": deadline, "source": source}
+        result: list[dict[str, Any]] = self._call(
+            "POST", f"/v1/partitions/{partition}/notices", json=body
+        )
+        return result
+
     def reclamation(self, rec_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/reclamations/{rec_id}")
         return result

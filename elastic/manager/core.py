@@ -598,6 +598,47 @@ class Manager:
         )
         return rec
 
+    def notice(
+        self,
+        caller: Principal,
+        partition: str,
+        nodes: Sequence[str],
+        deadline: float,
+        source: str,
+    ) -> list[Reclamation]:
+        """A provider ends ``nodes`` at ``deadline`` (the epoch) and said so first (a spot
+        interruption's notice): the partition holding them (or the admin) turns the notice into
+        a reclamation of those nodes, so their jobs are requeued before the provider ends them.
+        Returns the reclamations that now take them (a repeated notice: the one already begun)."""
+        caller.require_partition(partition, "pass on a provider's notice for the nodes")
+        if not nodes:
+            raise FieldError("nodes", "no nodes given")
+        if not math.isfinite(deadline):
+            raise FieldError("deadline", f"must be a time (the epoch), got {deadline}")
+        now = self.clock()
+        self._check_grace(max(deadline - now, 0.0))
+        names = sorted(set(nodes))
+
+        def change(state: State) -> tuple[Reclamation | None, list[Reclamation]]:
+            self._partition(state, partition, "partition")
+            rec = reclaiming.notice(
+                state, caller.describe(), partition, names, deadline, now, source=source
+            )
+            taking = [
+                r
+                for r in state.reclamations.values()
+                if r.state == "pending" and set(r.outstanding) & set(names)
+            ]
+            return rec, taking
+
+        rec, taking = self._update(change)
+        if rec is not None:
+            self.report.status(
+                f"reclamation {rec.id}: {', '.join(rec.chosen)} of {partition} by "
+                f"{iso(rec.deadline)} ({source})"
+            )
+        return taking
+
     def report_resume(
         self, caller: Principal, partition: str, report: ResumeReport | Mapping[str, Any]
     ) -> None:

@@ -118,6 +118,65 @@ def start(
     return rec
 
 
+def notice(
+    state: State,
+    requested_by: str,
+    partition: str,
+    nodes: list[str],
+    deadline: float,
+    now: float,
+    *,
+    source: str,
+) -> Reclamation | None:
+    """A provider's notice that it ends ``nodes`` of ``partition`` at ``deadline`` (a spot
+    interruption): a reclamation of those very nodes, its grace what is left of the notice.
+    Nodes another reclamation is already taking are left to it; None when that is all of them.
+    The partition's last vector, when it has one, describes the jobs there; no policy chooses."""
+    wrong = sorted(n for n in nodes if n not in state.nodes or state.nodes[n].owner != partition)
+    if wrong:
+        raise FieldError("nodes", f"partition {partition} does not hold {', '.join(wrong)}")
+    busy = pending_nodes(state)
+    chosen = sorted(n for n in set(nodes) if n not in busy)
+    if not chosen:
+        return None
+    pv = state.partitions[partition].pv
+    grace = max(deadline - now, 0.0)
+    jobs = [job for job in pv.jobs if set(job.nodes) & set(chosen)] if pv is not None else []
+    rec_id = f"r{state.next_reclamation}"
+    state.next_reclamation += 1
+    rec = Reclamation(
+        id=rec_id,
+        partition=partition,
+        requested_by=f"{requested_by}: {source}",
+        count=len(chosen),
+        grace=grace,
+        requested_at=now,
+        deadline=now + grace,
+        policy=pv.policy if pv is not None else "none",
+        pv_time=pv.time if pv is not None else now,
+        values={n: pv.values.get(n, 1.0) if pv is not None else 1.0 for n in chosen},
+        chosen=chosen,
+        jobs=jobs,
+    )
+    state.reclamations[rec_id] = rec
+    state.append(
+        now,
+        "reclamation-started",
+        reclamation=rec_id,
+        partition=partition,
+        beneficiary=None,
+        requested_by=rec.requested_by,
+        notice=source,
+        policy=rec.policy,
+        grace=grace,
+        deadline=rec.deadline,
+        chosen=chosen,
+        jobs=[job.model_dump(mode="json") for job in jobs],
+        predicted_wasted_cycles=predicted_waste(rec),
+    )
+    return rec
+
+
 def release(state: State, name: str, now: float, *, forced: bool) -> None:
     """``name`` leaves its partition: to a pending reclamation's beneficiary (or the pool),
     finishing the reclamation when it was the last node outstanding."""

@@ -20,6 +20,9 @@ Slurm sees every pool node; nodes outside its partition are powered down as far 
   (``scontrol requeue``). A job that cannot be requeued (an interactive srun/salloc job, or one
   Slurm refuses) is cancelled (``scancel``) and reported as not requeued: its work is lost.
   The jobs are reported to the manager (``/v1/reclamations/<id>/jobs``).
+- a provider's notice (``elastic.sites.notice``: a node that drained itself on its spot
+  interruption's notice), seen by ``sync_pool``: passed once to the manager, whose reclamation
+  of that node, with the provider's deadline, then goes as any other.
 
 Handing a node back = DeleteNodes, then ``POWER_DOWN_FORCE`` (Slurm runs SuspendProgram, whose
 DeleteNodes then finds the node is no longer ours and moves on) and ``UNDRAIN`` so that Slurm
@@ -47,6 +50,7 @@ from elastic.manager.errors import Conflict, Forbidden
 from elastic.manager.model import JobReport, Queue
 from elastic.policies import Policy
 from elastic.sacct import FINISHED_STATES
+from elastic.sites import notice
 from elastic.slurm.commands import REQUEUE_DELAY_S, Slurm, SlurmCommandError
 from elastic.slurm.queue import compute_pv, parse_squeue
 from elastic.slurm.resize import show_fields
@@ -285,6 +289,8 @@ class SlurmElasticClient:
         # the pool's Slurm states as the last sync read them (node -> sinfo's long state), for
         # the metrics: a scrape asks Slurm nothing
         self.pool_states: dict[str, str] = {}
+        # nodes whose provider's notice was passed on to the manager, with its deadline
+        self._noticed: dict[str, float] = {}
 
     @property
     def partition(self) -> str:
@@ -715,6 +721,7 @@ class SlurmElasticClient:
         owners = {n["name"]: n.get("owner") for n in self.manager.discover()}
         reasons = self.slurm.node_reasons(sorted(owners))
         self.pool_states = {node: state for node, (state, _) in reasons.items()}
+        self._pass_on_notices(owners, reasons)
         drained, freed, adopted = [], [], []
         for node, owner in sorted(owners.items()):
             if node not in reasons:
@@ -752,6 +759,36 @@ class SlurmElasticClient:
                 f"adopted {adopted or 'none'}"
             )
         return {"drained": drained, "undrained": undrained, "adopted": adopted}
+
+    def _pass_on_notices(
+        self, owners: Mapping[str, str | None], reasons: Mapping[str, tuple[str, str]]
+    ) -> None:
+        """A node of ours that drained itself on its provider's notice (a spot interruption:
+        elastic.sites.notice) is reclaimed with the provider's deadline: the manager notifies
+        this client as for any reclamation, and the jobs there are requeued before the end
+        rather than lost with the machine. Each notice is passed on once."""
+        told: dict[tuple[str, float], list[str]] = {}
+        shown: dict[str, float] = {}
+        for node, (_, reason) in sorted(reasons.items()):
+            given = notice.parse(reason)
+            if given is None or owners.get(node) != self.partition:
+                continue
+            shown[node] = given.deadline
+            if self._noticed.get(node) != given.deadline:
+                told.setdefault((given.source, given.deadline), []).append(node)
+        self._noticed = {n: d for n, d in self._noticed.items() if shown.get(n) == d}
+        for (source, deadline), nodes in sorted(told.items()):
+            try:
+                taking = self.manager.notice(self.partition, nodes, deadline, source)
+            except PtcError as err:
+                self.report.warning(f"notice for {nodes} ({source}): {err}")
+                continue
+            self._noticed.update(dict.fromkeys(nodes, deadline))
+            self.report.status(
+                f"notice: {source} ends {nodes} at "
+                f"{datetime.fromtimestamp(deadline, UTC):%H:%M:%S}; reclaimed by "
+                f"{', '.join(str(r['id']) for r in taking) or 'none'}"
+            )
 
     def lent_machines(self, nodes: list[str]) -> set[str]:
         """Those of ``nodes`` whose machines the testbed lent elsewhere (none when it cannot

@@ -1391,6 +1391,7 @@ CLOUD = ["ec2-0", "ec2-1"]
 HERE, THERE = CHEAP, DEAR  # the burst sites: here (price 1) and dear (3), the local testbed's
 BOOT_DELAY_S = 5
 ORPHAN_GRACE_S = 30
+SPOT_NOTICE_S = 45  # EC2 gives 120
 
 
 def burst_sites(region: dict[str, Any]) -> str:
@@ -1493,7 +1494,8 @@ def test_a_job_bursts_to_a_fake_ec2_region_through_slurm_s_hooks_and_falls_back_
     Then EC2 has no capacity: a job the growth policy sends to EC2 runs on the dear local site
     instead, no node DOWN, and the EC2 site is paused; after the pause a probe launches an
     instance again. An instance launched behind ptc's back is terminated by the reconciler. An
-    FO round drains the EC2 site's running node, its job completes there, and the instance ends."""
+    FO round drains the EC2 site's running node, its job completes there, and the instance ends.
+    A spot interruption with notice requeues the job on the interrupted node before its end."""
     expdir, sites = burst
     shown = ssh(expdir, "head", "sinfo --noheader --Node --format='%N %f'").stdout
     assert {
@@ -1612,6 +1614,39 @@ def test_a_job_bursts_to_a_fake_ec2_region_through_slurm_s_hooks_and_falls_back_
     ssh(expdir, "head", "systemctl start ptc-elastic-rebalance.service")
     wait_for(f"{node}'s instance terminated", lambda: node not in live_instances(expdir), 180, 5)
     ssh(expdir, "head", f"scontrol update NodeName={node} State=UNDRAIN", check=False)
+
+    # 5. a spot interruption with notice: the node drains itself from its metadata service, and
+    # the reclamation that follows requeues its job before the instance ends
+    spot = sbatch(expdir, "-N1 -C cloud -t 10", until_mark("burst-spot", "hostname"))
+    info = wait_for(
+        f"job {spot} running", lambda: (j := job(expdir, spot)).get("JobState") == "RUNNING" and j,
+        300,
+    )  # fmt: skip
+    node = info["NodeList"]
+    asked = time.time()
+    interrupted = ptc("fake-ec2", "fault", "interrupt", NAME, node, "--notice", str(SPOT_NOTICE_S))
+    assert interrupted.returncode == 0, interrupted.stderr
+    started = wait_for(
+        "a reclamation on the spot notice",
+        lambda: [e for e in events(expdir, "reclamation-started") if e["data"].get("notice")],
+        SPOT_NOTICE_S,
+        2,
+    )[-1]["data"]
+    assert started["notice"] == "ec2 spot terminate" and started["chosen"] == [node], started
+    # EC2's time is to the second
+    assert asked + SPOT_NOTICE_S - 1 <= started["deadline"] <= time.time() + SPOT_NOTICE_S + 1
+    rec_id = started["reclamation"]
+    requeued = wait_for(
+        f"job {spot} requeued by {rec_id}",
+        lambda: [e for e in events(expdir, "jobs-requeued") if e["data"]["reclamation"] == rec_id],
+        SPOT_NOTICE_S + 60,
+        2,
+    )  # fmt: skip
+    assert [j["job_id"] for e in requeued for j in e["data"]["jobs"]] == [spot], requeued
+    assert all(j["requeued"] for e in requeued for j in e["data"]["jobs"]), requeued
+    assert requeued[0]["time"] < started["deadline"], (requeued, started)
+    done = completed(expdir, spot, 300)
+    assert job(expdir, spot).get("Restarts") == "1", done
 
 
 # -- a running job that grows and shrinks (E-HPC's expand and contract) ----------------------

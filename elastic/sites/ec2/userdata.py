@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from elastic.errors import InputError
+from elastic.sites import notice
 
 # EC2 refuses user data over 16 KiB (before base64).
 MAX_BYTES = 16 * 1024
@@ -189,6 +190,43 @@ fi
 systemctl restart munge
 systemctl enable slurmd
 systemctl restart slurmd
+
+# A spot instance hears of its interruption only from its metadata service (two minutes ahead).
+# A watcher drains the node then, the provider's time in the reason, and the controller turns
+# that into a reclamation, so the node's jobs are requeued before the end. An Auto Scaling
+# group gives its on-demand and spot instances one user data: every instance watches (the key
+# never shows on an on-demand one).
+cat > /usr/local/sbin/ptc-notice-watch <<'PTC_WATCH'
+#!/bin/sh
+# ptc-notice-watch NODE: drain NODE once the metadata service gives notice of its end.
+while sleep 5; do
+  token=$(curl -fsS -m 2 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' \
+    http://169.254.169.254/latest/api/token) || continue
+  action=$(curl -fsS -m 2 -H "X-aws-ec2-metadata-token: $token" \
+    http://169.254.169.254/latest/meta-data/spot/instance-action) || continue
+  what=$(printf '%s' "$action" | sed -n 's/.*"action" *: *"\([a-z]*\)".*/\1/p')
+  when=$(printf '%s' "$action" | sed -n 's/.*"time" *: *"\([0-9T:-]*Z\)".*/\1/p')
+  [ -n "$what" ] && [ -n "$when" ] || continue
+  scontrol update NodeName="$1" State=DRAIN Reason="@@{notice_prefix}ec2 spot $what at $when" &&
+    exit 0
+done
+PTC_WATCH
+chmod 0755 /usr/local/sbin/ptc-notice-watch
+cat > /etc/systemd/system/ptc-notice-watch.service <<PTC_UNIT
+[Unit]
+Description=ptc: drain this node when its provider gives notice of its end
+After=slurmd.service
+
+[Service]
+ExecStart=/usr/local/sbin/ptc-notice-watch $node
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+PTC_UNIT
+chmod 0644 /etc/systemd/system/ptc-notice-watch.service
+systemctl daemon-reload
+systemctl enable --now ptc-notice-watch
 """
 )
 
@@ -251,6 +289,7 @@ class JoinSpec:
             uid=self.user.uid if self.user else 0,
             gid=self.user.gid if self.user else 0,
             home=shlex.quote(self.user.home if self.user else "/"),
+            notice_prefix=notice.PREFIX,  # a constant, safe in the double quotes
             shares="\n".join(
                 f"share {shlex.quote(s.server)} {shlex.quote(s.path)} {shlex.quote(s.options)}"
                 for s in self.shares

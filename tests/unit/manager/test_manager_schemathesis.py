@@ -50,6 +50,7 @@ OPERATIONS = [
     ("POST", "/v1/partitions/{partition}/nodes/release"),
     ("PUT", "/v1/partitions/{partition}/values"),
     ("POST", "/v1/partitions/{partition}/resumes"),
+    ("POST", "/v1/partitions/{partition}/notices"),
     ("POST", "/v1/partitions/{partition}/unprotect"),
     ("POST", "/v1/partitions/{partition}/repairs/{node}"),
     ("POST", "/v1/partitions/{partition}/repairs/{node}/end"),

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from elastic.errors import InputError
+from elastic.sites import notice
 from elastic.sites.ec2.userdata import ClusterUser, JoinSpec, Share
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
@@ -147,3 +148,52 @@ def test_the_instance_gets_the_cluster_s_user_and_mounts_its_shares_unless_mount
 def test_a_bad_user_or_share_is_refused_naming_the_field(made: Any, why: str) -> None:
     with pytest.raises(InputError, match=why):
         made()
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="no sh")
+@pytest.mark.parametrize("notice_shown_after", [0, 2])
+def test_the_notice_watcher_drains_the_node_with_a_reason_the_controller_reads(
+    tmp_path: Path, notice_shown_after: int
+) -> None:
+    """The watcher the user data installs, run with stand-ins for the metadata service (after
+    ``notice_shown_after`` polls with no notice: 404) and scontrol: it drains its own node
+    once, with a reason that elastic.sites.notice reads back as the provider's deadline."""
+    script = spec().render("ptc", "cloud", "ec2-0")
+    start = script.index("<<'PTC_WATCH'\n") + len("<<'PTC_WATCH'\n")
+    watcher = tmp_path / "ptc-notice-watch"
+    watcher.write_text(script[start : script.index("\nPTC_WATCH\n", start) + 1])
+    watcher.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "polls").write_text("")
+    tools = {
+        "sleep": "exit 0",
+        # IMDSv2: a token for the PUT; the key only with that token, and only after some polls
+        "curl": (
+            'case "$*" in\n'
+            "  *'-X PUT'*api/token*) echo tok3n ;;\n"
+            "  *'X-aws-ec2-metadata-token: tok3n'*spot/instance-action*)\n"
+            f"    echo poll >> {tmp_path}/polls\n"
+            f"    [ $(wc -l < {tmp_path}/polls) -gt {notice_shown_after} ] || exit 22\n"
+            '    echo \'{"action": "terminate", "time": "2027-01-15T08:02:00Z"}\' ;;\n'
+            "  *) exit 22 ;;\n"
+            "esac"
+        ),
+        "scontrol": f'printf "%s\\n" "$@" > {tmp_path}/scontrol',
+    }
+    for tool, body in tools.items():
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / tool).chmod(0o755)
+    done = subprocess.run(
+        [str(watcher), "ec2-0"],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    argv = (tmp_path / "scontrol").read_text().splitlines()
+    assert argv[:3] == ["update", "NodeName=ec2-0", "State=DRAIN"]
+    assert len((tmp_path / "polls").read_text().splitlines()) == notice_shown_after + 1
+    told = notice.parse(argv[3].removeprefix("Reason="))
+    assert told == notice.Notice("ec2 spot terminate", 1_800_000_120.0)
