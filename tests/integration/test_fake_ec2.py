@@ -28,6 +28,12 @@ NAME = experiment_name("fec2")
 NODE = "burst-0"
 BOOT_DELAY_S = 5
 MARK = "/root/user-data-ran"
+# What an instance's programs run to read their metadata on EC2 (IMDSv2: a token first).
+IMDS = (
+    "t=$(curl -fsS -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "
+    "http://169.254.169.254/latest/api/token) && "
+    'curl -fsS -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/'
+)
 
 
 def machine(command: str) -> subprocess.CompletedProcess[str]:
@@ -77,6 +83,11 @@ def test_an_instance_becomes_a_machine_at_its_address_runs_its_user_data_and_goe
     running_s = time.monotonic() - asked
     ran = wait_for("the user data's file", lambda: machine(f"cat {MARK}").stdout, timeout=60)
     assert ran.strip() == f"ran as root on {NODE}"
+    # Its metadata service answers inside it over HTTP as EC2's does, and only with a token.
+    asked_id = machine(IMDS + "instance-id")
+    assert asked_id.returncode == 0 and asked_id.stdout == instance_id, asked_id
+    tokenless = "curl -fsS -m 5 http://169.254.169.254/latest/meta-data/instance-id"
+    assert "401" in machine(tokenless).stderr
     # The head reaches it at the instance's private address, on the LAN.
     answered = ssh(expdir, "head", f"timeout 5 bash -c '</dev/tcp/{address}/22' && echo open")
     assert answered.stdout.strip() == "open"
@@ -145,9 +156,10 @@ def test_a_spot_interruption_gives_notice_then_ends_the_instance_with_ec2s_reaso
              timeout=120)  # fmt: skip
     asked = ptc("fake-ec2", "fault", "interrupt", NAME, node, "--notice", "6")
     assert asked.returncode == 0, asked.stderr
-    metadata = "cat /run/ptc-fake-ec2/latest/meta-data/spot/instance-action"
+    # Read as the node's notice watcher reads it: from the metadata service (404 until then).
+    metadata = IMDS + "spot/instance-action"
     notice = wait_for(
-        "the notice on the machine",
+        "the notice from the machine's metadata service",
         lambda: subprocess.run(["podman", "exec", f"ptc-{NAME}-{node}", "sh", "-c", metadata],
                                capture_output=True, text=True, check=False).stdout,
         timeout=5, poll=0.5,

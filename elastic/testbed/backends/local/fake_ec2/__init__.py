@@ -10,6 +10,7 @@ nothing here has been compared with EC2 beyond its API's answers.
 - ``faults``: injected faults (capacity, spot interruptions), on disk under a lock;
 - ``realiser``: what to do about the instances moto shows (pure decisions, and their doing);
 - ``machines``: an instance's machine, made and removed at runtime;
+- ``imds``: the metadata service (IMDSv2) each machine runs, a standalone program;
 - ``region``: moto in this process, the region's set-up, the API as the head reaches it;
 - ``service``: the region as a background service of its experiment (start, stop, status).
 
@@ -29,6 +30,7 @@ API_PORT = 4566
 CREDENTIALS_NAME = "fake-ec2-credentials"
 HEAD_CREDENTIALS = MOUNT / CREDENTIALS_NAME
 DEFAULT_REGION = "us-east-1"
-# On each instance's machine: what an instance would read from its metadata service.
+# On each instance's machine: what an instance reads from its metadata service, which serves
+# these files over HTTP at 169.254.169.254 (``imds``).
 METADATA_DIR = "/run/ptc-fake-ec2/latest/meta-data"
 USER_DATA_LOG = "/var/log/cloud-init-output.log"

@@ -7,7 +7,8 @@ port on the host, no geni data, no mount of the checkout; the experiment's share
 as on every machine of the testbed (the stand-in for the NFS mount no container here can make,
 which the instance's user data then finds done). Its one interface is ``eth0`` on the
 experiment's LAN, at the instance's private address, which the host sets from
-outside (the machine holds no NET_ADMIN). Its grants are the nodes' (``privileges``).
+outside (the machine holds no NET_ADMIN). Its grants are the nodes' (``privileges``). Its
+metadata service (``imds``) answers on its loopback at 169.254.169.254, as EC2's does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from elastic.errors import TestbedError
 from elastic.testbed.backends.local import (
@@ -26,7 +29,7 @@ from elastic.testbed.backends.local import (
     podman,
     privileges,
 )
-from elastic.testbed.backends.local.fake_ec2 import METADATA_DIR, USER_DATA_LOG
+from elastic.testbed.backends.local.fake_ec2 import METADATA_DIR, USER_DATA_LOG, imds
 from elastic.testbed.experiment import Experiment
 
 # Which instance a machine is: what tells it apart from the experiment's own nodes.
@@ -34,6 +37,18 @@ INSTANCE_LABEL = podman.FAKE_EC2_INSTANCE_LABEL
 BOOT_WAIT_S = 90
 USER_DATA_PATH = "/var/lib/cloud/instance/user-data.txt"
 BOOT_FINISHED = "/var/lib/cloud/instance/boot-finished"
+IMDS_PROGRAM = "/usr/local/lib/ptc-fake-ec2/imds.py"
+IMDS_UNIT = "ptc-fake-imds"
+IMDS_WAIT_S = 10.0
+# Asks the service for a token from inside the machine, as the user data's first call does.
+IMDS_PROBE = (
+    "import http.client as h\n"
+    f"c = h.HTTPConnection({imds.ADDRESS!r}, {imds.PORT}, timeout=2)\n"
+    f"c.request('PUT', {imds.TOKEN_PATH!r}, headers={{{imds.TTL_HEADER!r}: '5'}})\n"
+    "r = c.getresponse()\n"
+    "r.read()\n"
+    "raise SystemExit(0 if r.status == 200 else 1)\n"
+)
 
 
 @dataclass(frozen=True)
@@ -133,9 +148,58 @@ def write(exp: Experiment, node: str, path: str, content: str, mode: str = "644"
 
 
 def write_metadata(exp: Experiment, node: str, entries: dict[str, str]) -> None:
-    """Files where the machine reads what an instance reads from its metadata service."""
+    """The files the machine's metadata service (``start_imds``) serves, each one key's value.
+    Without a newline: the service gives a file's bytes as they are, and EC2's values end
+    with none."""
     for key, value in entries.items():
-        write(exp, node, f"{METADATA_DIR}/{key}", value + "\n")
+        write(exp, node, f"{METADATA_DIR}/{key}", value)
+
+
+def start_imds(exp: Experiment, node: str) -> None:
+    """Serve the metadata files over HTTP at 169.254.169.254 inside the machine (IMDSv2), where
+    the user data and the instance's programs ask EC2's metadata service; returns once it
+    answers a token request from inside, ``TestbedError`` naming the node if it never does."""
+    name = container(exp, node)
+    info = podman.inspect(name)
+    if info is None or not info["State"]["Running"]:
+        raise TestbedError(f"node {node}: container {name} is not running")
+    pid = int(info["State"]["Pid"])
+    # The service's address is the machine's own, on its loopback, as EC2 answers it from the
+    # instance's host: no other machine of the LAN reaches it. The host sets it, since the
+    # machine holds no NET_ADMIN; replace, not add, so a second start finds it done.
+    network.nsenter(pid, "ip", "link", "set", "lo", "up")
+    network.nsenter(pid, "ip", "addr", "replace", f"{imds.ADDRESS}/32", "dev", "lo")
+    write(exp, node, IMDS_PROGRAM, Path(imds.__file__).read_text())
+    # As root, which holds NET_BIND_SERVICE (``privileges``) for port 80; -I: the program
+    # imports only the standard library, whatever the machine's environment says.
+    podman.run(
+        "exec", name,
+        "systemd-run", "--unit", IMDS_UNIT, "--collect",
+        "--property", "Restart=on-failure",
+        "/usr/bin/python3", "-I", IMDS_PROGRAM,
+    )  # fmt: skip
+    deadline = time.monotonic() + IMDS_WAIT_S
+    while True:
+        try:
+            probe = subprocess.run(
+                ["podman", "exec", name, "/usr/bin/python3", "-I", "-c", IMDS_PROBE],
+                env=podman.env(), capture_output=True, text=True, check=False, timeout=5,
+            )  # fmt: skip
+            if probe.returncode == 0:
+                return
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    journal = podman.run(
+        "exec", name, "journalctl", "--unit", IMDS_UNIT, "--lines", "5", "--no-pager",
+        check=False,
+    ).stdout.strip()  # fmt: skip
+    raise TestbedError(
+        f"node {node}: the metadata service did not answer at {imds.ADDRESS}:{imds.PORT} "
+        f"within {IMDS_WAIT_S:.0f} s" + (f" ({journal})" if journal else "")
+    )
 
 
 def wait_booted(exp: Experiment, node: str) -> None:

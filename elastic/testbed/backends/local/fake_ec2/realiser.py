@@ -8,8 +8,9 @@ testbed (``machines``).
   ``ptc:node`` tag, at its private address. One that cannot be realised (no or a bad
   ``ptc:node``, a name the experiment or another instance holds, outside the region's subnet)
   is ended with EC2's reason for a failed launch (``Refuse``).
-- Once its machine is up and the boot delay since its launch has passed, it is ``running`` and
-  its user data runs (``Boot``), as cloud-init's final stage would.
+- Once its machine is up and the boot delay since its launch has passed, its metadata service
+  answers, it is ``running`` and its user data runs (``Boot``), as cloud-init's final stage
+  would.
 - An instance stopping, stopped, shutting down or terminated, or gone, loses its machine
   (``Remove``): its disk goes with it, as an instance's root volume does.
 """
@@ -213,6 +214,8 @@ class Realiser:
         machines.write_metadata(self.exp, h.node, {
             "instance-id": h.instance_id, "local-ipv4": h.address, "hostname": h.node,
         })  # fmt: skip
+        # Before the user data, which asks it for the instance's id as on EC2.
+        machines.start_imds(self.exp, h.node)
         if not self.region.set_running(h.instance_id):
             return  # ended meanwhile: the next tick removes it
         script = self.region.user_data(h.instance_id)
