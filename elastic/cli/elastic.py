@@ -642,8 +642,9 @@ def _describe(event: dict[str, Any]) -> str:
     d = event["data"]
     kind = event["kind"]
     if kind == "reclamation-started":
+        why = f"{d['notice']}, " if d.get("notice") else f"{d['policy'] or '-'} "
         return (
-            f"{d['reclamation']}: {d['policy'] or '-'} GP {d['grace']:.0f} s, "
+            f"{d['reclamation']}: {why}GP {d['grace']:.0f} s, "
             f"{d['partition']} -> {d['beneficiary'] or 'pool'}: {', '.join(d['chosen'])}"
         )
     if kind == "reclamation-finished":

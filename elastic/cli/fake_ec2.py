@@ -121,7 +121,8 @@ def interrupt(
 ) -> None:
     """A spot interruption: the instance ends with EC2's reason
     (Server.SpotInstanceTermination); with --notice, the machine's
-    /run/ptc-fake-ec2/latest/meta-data/spot/instance-action says when, first."""
+    metadata service (IMDSv2 at 169.254.169.254) says when first, in
+    latest/meta-data/spot/instance-action."""
     exp = _running(name)
     machines = {m["node"]: m for m in (service.status(exp).report or {}).get("machines", [])}
     if node not in machines:

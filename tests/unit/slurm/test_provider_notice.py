@@ -8,6 +8,7 @@ import pytest
 from fake_slurm import Job
 from slurm_env import NODES, T0, World
 
+from elastic.cli.elastic import _describe as describe
 from elastic.manager import Principal
 from elastic.manager.errors import FieldError, Forbidden
 from elastic.sites import notice
@@ -32,6 +33,7 @@ def test_a_notice_becomes_a_reclamation_that_requeues_before_the_deadline(world:
     assert [j.job_id for j in rec.jobs] == ["7"]  # from the last vector
     started = [e for e in world.manager.events() if e["kind"] == "reclamation-started"][-1]
     assert started["data"]["notice"] == SPOT
+    assert describe(started) == f"r1: {SPOT}, GP 60 s, slurm -> pool: node-1"
     # the manager notifies the client as for any reclamation
     world.manager.tick()
     world.client.notified(world.notes[-1])
