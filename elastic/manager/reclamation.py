@@ -76,44 +76,55 @@ def start(
     except StalePreemptionVectorError as err:
         raise Conflict(f"partition {partition}: stale vector refused: {err}", "pv") from err
     chosen = select_nodes(vector, count)
-    rec_id = f"r{state.next_reclamation}"
-    state.next_reclamation += 1
-    jobs = [job for job in pv.jobs if set(job.nodes) & set(chosen)]
-    rec = Reclamation(
-        id=rec_id,
+    return _begin(
+        state,
+        now,
+        {
+            "pv": {
+                "time": pv.time,
+                "policy": pv.policy,
+                "values": dict(values),
+                "jobs": [job.model_dump(mode="json") for job in pv.jobs],
+            }
+        },
         partition=partition,
         beneficiary=beneficiary,
         requested_by=requested_by,
         count=count,
         grace=grace,
-        requested_at=now,
-        deadline=now + grace,
         policy=pv.policy,
         pv_time=pv.time,
         values=values,
         chosen=chosen,
-        jobs=jobs,
+        jobs=[job for job in pv.jobs if set(job.nodes) & set(chosen)],
     )
-    state.reclamations[rec_id] = rec
+
+
+def _begin(state: State, now: float, shown: dict[str, Any], **fields: Any) -> Reclamation:
+    """Record a new reclamation of ``fields`` (its id the next one, its deadline ``now`` plus
+    its grace) and its "reclamation-started" event, which also carries ``shown``."""
+    rec = Reclamation(
+        id=f"r{state.next_reclamation}",
+        requested_at=now,
+        deadline=now + fields["grace"],
+        **fields,
+    )
+    state.next_reclamation += 1
+    state.reclamations[rec.id] = rec
     state.append(
         now,
         "reclamation-started",
-        reclamation=rec_id,
-        partition=partition,
-        beneficiary=beneficiary,
+        reclamation=rec.id,
+        partition=rec.partition,
+        beneficiary=rec.beneficiary,
         requested_by=rec.requested_by,
-        policy=pv.policy,
-        grace=grace,
+        policy=rec.policy,
+        grace=rec.grace,
         deadline=rec.deadline,
-        chosen=chosen,
-        pv={
-            "time": pv.time,
-            "policy": pv.policy,
-            "values": dict(values),
-            "jobs": [job.model_dump(mode="json") for job in pv.jobs],
-        },
-        jobs=[job.model_dump(mode="json") for job in jobs],
+        chosen=rec.chosen,
+        jobs=[job.model_dump(mode="json") for job in rec.jobs],
         predicted_wasted_cycles=predicted_waste(rec),
+        **shown,
     )
     return rec
 
@@ -142,39 +153,20 @@ def notice(
     pv = state.partitions[partition].pv
     grace = max(deadline - now, 0.0)
     jobs = [job for job in pv.jobs if set(job.nodes) & set(chosen)] if pv is not None else []
-    rec_id = f"r{state.next_reclamation}"
-    state.next_reclamation += 1
-    rec = Reclamation(
-        id=rec_id,
+    return _begin(
+        state,
+        now,
+        {"notice": source},
         partition=partition,
         requested_by=f"{requested_by}: {source}",
         count=len(chosen),
         grace=grace,
-        requested_at=now,
-        deadline=now + grace,
         policy=pv.policy if pv is not None else "none",
         pv_time=pv.time if pv is not None else now,
         values={n: pv.values.get(n, 1.0) if pv is not None else 1.0 for n in chosen},
         chosen=chosen,
         jobs=jobs,
     )
-    state.reclamations[rec_id] = rec
-    state.append(
-        now,
-        "reclamation-started",
-        reclamation=rec_id,
-        partition=partition,
-        beneficiary=None,
-        requested_by=rec.requested_by,
-        notice=source,
-        policy=rec.policy,
-        grace=grace,
-        deadline=rec.deadline,
-        chosen=chosen,
-        jobs=[job.model_dump(mode="json") for job in jobs],
-        predicted_wasted_cycles=predicted_waste(rec),
-    )
-    return rec
 
 
 def release(state: State, name: str, now: float, *, forced: bool) -> None:
