@@ -223,6 +223,16 @@ def completed(expdir: Path, job_id: str, timeout: float, poll: float = 2.0) -> d
         ) from None
 
 
+def once_running(expdir: Path, job_id: str, timeout: float = 300) -> dict[str, str]:
+    """Job ``job_id``'s record (``scontrol show job``) once it runs."""
+    found: dict[str, str] = wait_for(
+        f"job {job_id} running",
+        lambda: (j := job(expdir, job_id)).get("JobState") == "RUNNING" and j,
+        timeout,
+    )
+    return found
+
+
 # What Slurm's commands say when slurmctld did not answer within its MessageTimeout: on this
 # machine, two cores shared by every test's cluster, a busy slurmctld now and then.
 SLURMCTLD_BUSY = ("Socket timed out on send/recv operation", "Unable to contact slurm controller")
@@ -1057,10 +1067,7 @@ def test_under_power_a_job_starts_the_pool_s_machines_and_the_suspend_stops_them
         5,
     )
     job_id = sbatch(expdir, "-N2", until_mark("power", "srun hostname"))
-    info = wait_for(
-        f"job {job_id} to run", lambda: (j := job(expdir, job_id)).get("JobState") == "RUNNING" and j,
-        300,
-    )  # fmt: skip
+    info = once_running(expdir, job_id)
     used = expand(expdir, info["NodeList"])
     running = machines_running(NODES)
     assert sorted(n for n, up in running.items() if up) == sorted(used), running
@@ -1170,10 +1177,7 @@ def test_through_the_cloudlab_portal_a_job_starts_a_stopped_node_and_the_suspend
     )
     before = portal_operations(expdir)
     job_id = sbatch(expdir, "-N1", until_mark("portal", "hostname"))
-    info = wait_for(
-        f"job {job_id} to run", lambda: (j := job(expdir, job_id)).get("JobState") == "RUNNING" and j,
-        300,
-    )  # fmt: skip
+    info = once_running(expdir, job_id)
     (node,) = expand(expdir, info["NodeList"])
     assert machines_running([node])[node]
     assert portal_operations(expdir)[len(before) :] == [(node, "start")]
@@ -1612,10 +1616,7 @@ def test_a_job_bursts_to_a_fake_ec2_region_through_slurm_s_hooks_and_falls_back_
     # 4. FO: the EC2 site (wanted: none) is drained; its job completes there, then it ends
     wait_for("the pool at rest", lambda: all_back_in_pool(expdir), SUSPEND_TIME + 180, 5)
     onsite = sbatch(expdir, "-N1 -C cloud -t 10", until_mark("burst-fo", "hostname"))
-    info = wait_for(
-        f"job {onsite} running", lambda: (j := job(expdir, onsite)).get("JobState") == "RUNNING" and j,
-        300,
-    )  # fmt: skip
+    info = once_running(expdir, onsite)
     node = info["NodeList"]
     report = rebalance(ptc, sites, "FO")
     assert report["drained"] == [node] and report["requeued"] == [], report
@@ -1631,10 +1632,7 @@ def test_a_job_bursts_to_a_fake_ec2_region_through_slurm_s_hooks_and_falls_back_
     # 5. a spot interruption with notice: the node drains itself from its metadata service, and
     # the reclamation that follows requeues its job before the instance ends
     spot = sbatch(expdir, "-N1 -C cloud -t 10", until_mark("burst-spot", "hostname"))
-    info = wait_for(
-        f"job {spot} running", lambda: (j := job(expdir, spot)).get("JobState") == "RUNNING" and j,
-        300,
-    )  # fmt: skip
+    info = once_running(expdir, spot)
     node = info["NodeList"]
     asked = time.time()
     interrupted = ptc("fake-ec2", "fault", "interrupt", NAME, node, "--notice", str(SPOT_NOTICE_S))
