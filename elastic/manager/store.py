@@ -4,8 +4,9 @@ The state is one document with a revision. ``read`` returns both; ``write`` repl
 document only if the revision is still the one the writer read (compare-and-swap) and returns
 the new revision. Every change the manager makes (a node changing owner *and* the event that
 records it, a reclamation's deadline *and* its nodes' release) is one ``write``, so the changes
-that go together land together. An etcd store is the same contract: one key, a transaction
-``compare(mod_revision == expect) then put``; finer keys can come later behind the same calls.
+that go together land together. The etcd store (``elastic.manager.etcd_store``) is the same
+contract: a transaction ``compare(mod_revision == expect) then put`` on one key, which names the
+content-defined chunks the document is kept in, so a write stores only the chunks it changed.
 
 Both stores hold the document as compact JSON (:func:`encode`): every write replaces the whole
 state, and with an indent Python's encoder falls back from C to pure Python, which at 10,000
