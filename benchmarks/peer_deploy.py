@@ -609,7 +609,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[Row] = []
     started = (
         f"machine: {os.cpu_count()} CPUs, nodes are containers sharing them; strategy "
-        f"{'linear' if args.no_mitogen else 'mitogen_linear'} on both sides; started "
+        f"{'linear' if args.no_mitogen else runner.STRATEGY} on both sides; started "
         f"{datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, load average "
         + " ".join(f"{x:.2f}" for x in os.getloadavg())
     )

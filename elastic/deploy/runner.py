@@ -40,6 +40,9 @@ JOURNAL_LINES = 30
 MITOGEN_ENV = "PTC_MITOGEN"
 # plugins/cache/ptc_facts.py (ansible.cfg's cache_plugins): facts kept per experiment, across runs.
 FACT_CACHE_PLUGIN = "ptc_facts"
+# mitogen's linear strategy, as ptc runs it (see the plugin's docstring).
+STRATEGY = "ptc_mitogen_linear"
+STRATEGY_DIR = paths.REPO_ROOT / "plugins" / "strategy"
 # The elastic role's default elastic_wheelhouse: the wheels it installs are a run's input too.
 WHEELHOUSE = Path.home() / ".cache" / "ptc-elastic" / "wheels"
 
@@ -277,13 +280,19 @@ def _environment(mitogen: bool = True) -> dict[str, str]:
         "ANSIBLE_NOCOLOR": "1",
         # ansible-runner turns host key checking off unless told: the inventory decides how.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
+        # plugins/callback/ptc_warm.py: filters, tests and action plugins loaded before the
+        # workers fork (ansible-runner adds its own callback directory to this one).
+        "ANSIBLE_CALLBACK_PLUGINS": str(paths.REPO_ROOT / "plugins" / "callback"),
+        "ANSIBLE_CALLBACKS_ENABLED": "ptc_warm",
     }
     strategies = mitogen_strategy_dir() if mitogen else None
     if strategies is not None:
         # One persistent Python per node runs every task (no module upload, no new SSH
-        # session per task); plays keep linear's order and handler semantics.
-        env["ANSIBLE_STRATEGY_PLUGINS"] = str(strategies)
-        env["ANSIBLE_STRATEGY"] = "mitogen_linear"
+        # session per task); plays keep linear's order and handler semantics. ptc's wrapper
+        # of mitogen_linear leaves out mitogen's CPU pinning on small controllers
+        # (plugins/strategy/ptc_mitogen_linear.py).
+        env["ANSIBLE_STRATEGY_PLUGINS"] = os.pathsep.join([str(STRATEGY_DIR), str(strategies)])
+        env["ANSIBLE_STRATEGY"] = STRATEGY
     return env
 
 

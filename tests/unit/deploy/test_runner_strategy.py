@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import types
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,10 @@ from elastic.deploy import runner
 
 def test_mitogen_strategy_is_set_and_its_plugin_exists() -> None:
     env = runner._environment(mitogen=True)
-    assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
-    assert (Path(env["ANSIBLE_STRATEGY_PLUGINS"]) / "mitogen_linear.py").is_file()
+    assert env["ANSIBLE_STRATEGY"] == "ptc_mitogen_linear"
+    ours, mitogens = (Path(p) for p in env["ANSIBLE_STRATEGY_PLUGINS"].split(os.pathsep))
+    assert (ours / "ptc_mitogen_linear.py").is_file()
+    assert (mitogens / "mitogen_linear.py").is_file()
 
 
 def test_without_mitogen_ansible_chooses_its_own_strategy() -> None:
