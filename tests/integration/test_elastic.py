@@ -928,7 +928,7 @@ def test_nodes_broken_four_ways_are_down_with_the_reason_and_the_repair_loop_men
         )
 
 
-# In the first group, though a fault: the seconds per group are balanced between the two.
+@FAULTS_AND_LENDING
 def test_nodes_that_do_not_boot_are_down_and_put_the_partition_in_protected_mode(
     leaves_pool_idle: Path, ptc: Any
 ) -> None:
