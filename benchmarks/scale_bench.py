@@ -153,10 +153,9 @@ def live_part(
     return out
 
 
-def a_change(doc: dict[str, Any], n: int) -> None:
+def a_change(doc: dict[str, Any], names: list[str], n: int) -> None:
     """Change ``doc`` (a manager's state) as one of the manager's writes does: a node of the
-    pool moves, and the event that logs it is added."""
-    names = sorted(doc["nodes"])
+    pool (one of ``names``) moves, and the event that logs it is added."""
     node = names[(n * 7919) % len(names)]
     doc["nodes"][node]["since"] = float(n)
     events = doc.setdefault("events", [])
@@ -250,12 +249,13 @@ def rounds_part(
             _, doc = source.read()
             assert doc is not None
             revision = copy.write(doc, expect=copy.read()[0])
+            nodes = sorted(doc["nodes"])
             n, t = 0, time.perf_counter()
             while n < 3 or time.perf_counter() - t < 2.0:
                 # Each write changes what one of the manager's changes does (a node and the
                 # event that logs it), so a store that writes only what changed is timed at
                 # the manager's work, not at rewriting an unchanged state.
-                a_change(doc, n)
+                a_change(doc, nodes, n)
                 revision = copy.write(doc, expect=revision)
                 n += 1
             row["store"] = {"kind": "file" if member is None else "etcd",

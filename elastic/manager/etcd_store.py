@@ -148,8 +148,8 @@ class EtcdStore:
 
     def write(self, document: dict[str, Any], *, expect: int) -> int:
         parts = chunks.split(encode(document))
-        by_name = {chunks.name(part): part for part in parts}
         names = [chunks.name(part) for part in parts]
+        by_name = dict(zip(names, parts, strict=True))
         manifest = encode({"format": FORMAT, "chunks": names})
         with self._lock:
             present = self._present(expect)
@@ -159,7 +159,7 @@ class EtcdStore:
                 self._stage(new)
             revision = self._commit(manifest, expect, new if inline else {})
             self._known = (revision, frozenset(names))
-            self._collect(present - set(names), revision)
+            self._collect([self._chunk_key(n) for n in present - set(names)], revision)
             if not self._swept:
                 self._sweep(frozenset(names), revision)
             return revision
@@ -241,11 +241,11 @@ class EtcdStore:
 
     # -- chunks nobody names -------------------------------------------------------------------
 
-    def _collect(self, names: Iterable[str], before: int) -> None:
-        """Delete these chunks, each only if its last put came before revision ``before`` (a
+    def _collect(self, chunk_keys: Iterable[str], before: int) -> None:
+        """Delete these chunk keys, each only if its last put came before revision ``before`` (a
         writer that put it again since names it in a manifest of its own). Best effort: a
         chunk left behind is swept by a later store's first write."""
-        keys = sorted(self._chunk_key(n) for n in names)
+        keys = sorted(chunk_keys)
         for start in range(0, len(keys), TXN_OPS):
             batch = keys[start : start + TXN_OPS]
             try:
@@ -267,11 +267,8 @@ class EtcdStore:
         except ConfigServerError:
             return
         self._swept = True
-        stale = [
-            kv.key[len(self.chunk_prefix) :]
-            for kv in listed
-            if kv.key[len(self.chunk_prefix) :] not in names and kv.mod_revision < revision
-        ]
+        named = {self._chunk_key(n) for n in names}
+        stale = [kv.key for kv in listed if kv.key not in named and kv.mod_revision < revision]
         self._collect(stale, revision)
 
 
