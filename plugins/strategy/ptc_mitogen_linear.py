@@ -5,8 +5,15 @@ ansible-playbook's main process, every worker it forks (one per task and host) a
 children all to CPU 1 (``ansible_mitogen.affinity.FixedPolicy``). On such a machine the whole
 controller then shares one CPU while the other serves the multiplexer and little else; on the
 local testbed the nodes share the same CPUs too. There this strategy leaves placement to the
-kernel; with four CPUs or more, mitogen's policy stays. Everything else is ``mitogen_linear``:
-the order of plays and tasks and the handler semantics are Ansible's linear strategy's.
+kernel; with four CPUs or more, mitogen's policy stays.
+
+mitogen lists every installed collection (reading each one's metadata) in a worker the first
+time that worker runs a module from a collection, and a worker runs one task: so every task of
+a collection's module paid that listing again. Here it is listed once, by the main process
+before the workers fork, and each worker inherits the list.
+
+Everything else is ``mitogen_linear``: the order of plays and tasks and the handler semantics
+are Ansible's linear strategy's.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 from pathlib import Path
+from typing import Any
 
 from ansible import constants
 
@@ -27,8 +35,10 @@ except ImportError:
             sys.path.insert(0, str(Path(entry).resolve().parents[2]))
             break
 
+import ansible.collections.list
 import ansible_mitogen.affinity
 import ansible_mitogen.loaders
+import ansible_mitogen.planner
 import ansible_mitogen.strategy
 
 DOCUMENTATION = """
@@ -36,7 +46,8 @@ DOCUMENTATION = """
     short_description: mitogen's linear strategy, without its CPU pinning on small machines
     description:
       - mitogen_linear, except that on a controller of fewer than four CPUs ansible-playbook's
-        processes are not pinned to one CPU.
+        processes are not pinned to one CPU, and that the installed collections are listed once
+        rather than by every worker that runs a collection's module.
 """
 
 # mitogen's own threshold: below it, its policy puts the controller and every worker on CPU 1.
@@ -51,8 +62,32 @@ def unpin(cpus: int) -> bool:
 if unpin(multiprocessing.cpu_count()):
     ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()  # places nothing
 
+
+class _Collections:
+    """The installed collections' directories, listed once in the process that forks the workers."""
+
+    dirs: tuple[str, ...] | None = None
+
+    @classmethod
+    def list(cls) -> tuple[str, ...]:
+        if cls.dirs is None:
+            cls.dirs = tuple(
+                p.decode("utf-8") for p in ansible.collections.list.list_collection_dirs()
+            )
+        return cls.dirs
+
+
+def _load_collections(invocation: Any) -> None:
+    """mitogen's ``planner._load_collections``, from the list made before the fork."""
+    invocation._extra_sys_paths.update(_Collections.list())
+
+
+ansible_mitogen.planner._load_collections = _load_collections
+
 Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
 
 class StrategyModule(ansible_mitogen.strategy.StrategyMixin, Base):  # type: ignore[misc,valid-type]
-    pass
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _Collections.list()  # in the main process, before this play forks a worker

@@ -84,3 +84,68 @@ def test_a_worker_may_run_on_every_cpu_of_a_small_controller(tmp_path: Path) -> 
 )
 def test_mitogen_s_own_strategy_pins_the_worker_to_one_cpu_there(tmp_path: Path) -> None:
     assert worker_cpus(tmp_path, "mitogen_linear") == [1]
+
+
+def test_collections_are_listed_once_however_many_modules_ask(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ansible.collections.list
+    import ansible_mitogen.planner
+
+    module = plugin()
+    calls: list[int] = []
+
+    def listing() -> list[bytes]:
+        calls.append(1)
+        return [b"/a/ansible_collections", b"/b/ansible_collections"]
+
+    monkeypatch.setattr(ansible.collections.list, "list_collection_dirs", listing)
+    monkeypatch.setattr(module._Collections, "dirs", None)  # type: ignore[attr-defined]
+    invocations = [type("Invocation", (), {"_extra_sys_paths": set()})() for _ in range(3)]
+    for invocation in invocations:
+        ansible_mitogen.planner._load_collections(invocation)
+    assert ansible_mitogen.planner._load_collections is module._load_collections  # type: ignore[attr-defined]
+    assert calls == [1]
+    assert all(
+        i._extra_sys_paths == {"/a/ansible_collections", "/b/ansible_collections"}
+        for i in invocations
+    )
+
+
+# An action: whether the worker that runs it inherited the collections' list from the main process.
+INHERITED = """
+import sys
+from ansible.plugins.action import ActionBase
+
+
+class ActionModule(ActionBase):
+    def run(self, tmp=None, task_vars=None):
+        found = [m for m in list(sys.modules.values()) if hasattr(m, "_Collections")]
+        return {"changed": False, "listed": [m._Collections.dirs is not None for m in found]}
+"""
+
+
+def test_a_worker_finds_the_collections_listed_before_it_was_forked(tmp_path: Path) -> None:
+    actions = tmp_path / "actions"
+    actions.mkdir()
+    (actions / "ptc_inherited.py").write_text(INHERITED)
+    play = {"hosts": "all", "gather_facts": False, "tasks": [{"ptc_inherited": {}}]}
+    (tmp_path / "site.yml").write_text(yaml.safe_dump([play]))
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    (tmp_path / "inventory.yml").write_text(
+        yaml.safe_dump({"all": {"vars": local, "hosts": {"a": {}}}})
+    )
+    env = {
+        **os.environ,
+        **runner._environment(mitogen=True),
+        "ANSIBLE_ACTION_PLUGINS": str(actions),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+        "ANSIBLE_STDOUT_CALLBACK": "json",
+    }
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
+    done = subprocess.run(
+        [*argv, "site.yml"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    listed = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["a"]["listed"]
+    assert listed == [True]
