@@ -134,6 +134,8 @@ def skipped_result(
         context.update_vars(variables)
     except AnsibleError:
         pass  # the worker keeps such an error for a task it does not skip
+    except Exception:  # the worker's own failure, reported by the worker
+        return None
     false: dict[str, Any] = {}
     try:
         if task._resolve_conditional(task.when, variables, result_context=false):

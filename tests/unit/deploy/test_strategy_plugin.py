@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -28,11 +29,13 @@ class ActionModule(ActionBase):
 """
 
 
-def worker_cpus(tmp_path: Path, strategy: str) -> list[int]:
+def run_action(tmp_path: Path, name: str, source: str, strategy: str) -> dict[str, Any]:
+    """What the action plugin ``source``, run as task ``name`` on one local host under
+    ``strategy``, returned."""
     actions = tmp_path / "actions"
     actions.mkdir(exist_ok=True)
-    (actions / "ptc_cpus.py").write_text(PROBE)
-    play = {"hosts": "all", "gather_facts": False, "tasks": [{"ptc_cpus": {}}]}
+    (actions / f"{name}.py").write_text(source)
+    play = {"hosts": "all", "gather_facts": False, "tasks": [{name: {}}]}
     (tmp_path / "site.yml").write_text(yaml.safe_dump([play]))
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     (tmp_path / "inventory.yml").write_text(
@@ -51,7 +54,12 @@ def worker_cpus(tmp_path: Path, strategy: str) -> list[int]:
         [*argv, "site.yml"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    cpus: list[int] = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["a"]["cpus"]
+    result: dict[str, Any] = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["a"]
+    return result
+
+
+def worker_cpus(tmp_path: Path, strategy: str) -> list[int]:
+    cpus: list[int] = run_action(tmp_path, "ptc_cpus", PROBE, strategy)["cpus"]
     return cpus
 
 
@@ -126,26 +134,5 @@ class ActionModule(ActionBase):
 
 
 def test_a_worker_finds_the_collections_listed_before_it_was_forked(tmp_path: Path) -> None:
-    actions = tmp_path / "actions"
-    actions.mkdir()
-    (actions / "ptc_inherited.py").write_text(INHERITED)
-    play = {"hosts": "all", "gather_facts": False, "tasks": [{"ptc_inherited": {}}]}
-    (tmp_path / "site.yml").write_text(yaml.safe_dump([play]))
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    (tmp_path / "inventory.yml").write_text(
-        yaml.safe_dump({"all": {"vars": local, "hosts": {"a": {}}}})
-    )
-    env = {
-        **os.environ,
-        **runner._environment(mitogen=True),
-        "ANSIBLE_ACTION_PLUGINS": str(actions),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-        "ANSIBLE_STDOUT_CALLBACK": "json",
-    }
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
-    done = subprocess.run(
-        [*argv, "site.yml"], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    listed = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["a"]["listed"]
-    assert listed == [True]
+    result = run_action(tmp_path, "ptc_inherited", INHERITED, runner.STRATEGY)
+    assert result["listed"] == [True]
