@@ -2031,7 +2031,13 @@ def test_under_release_idle_machines_leave_for_other_users_and_come_back_fresh(
         assert not state.startswith("down"), state
         assert reason.startswith("ptc resume: power on: site cheap: no capacity"), reason
         assert f"0 free of {MACHINES}" in reason, reason
-        assert reservations(expdir) == {"ptc-paused-cheap": CHEAP}
+        # The Slurm client holds the paused site's nodes back on its next round, after the
+        # failed resume has powered the node down: wait for that round.
+        wait_for(
+            "the paused site's nodes held back in its reservation",
+            lambda: reservations(expdir) == {"ptc-paused-cheap": CHEAP},
+            60,
+        )
         assert node_states(NAME)["node-1"] == "parked"
     finally:
         proc = ptc("node", "release", LENDEE, *extras)
