@@ -24,6 +24,14 @@ way goes to a worker as before: one whose condition is true or cannot be evaluat
 (its condition is evaluated per item), a delegated task (its condition sees the delegated
 host's variables).
 
+A task that only the controller can run (an include, ``include_vars``, ``set_fact``,
+``assert``, ``debug``, ``fail`` and the arguments check a role's ``argument_specs`` adds) runs in
+the main process too: Ansible's own task executor, on a copy of the task as a worker has one, its
+result sent through the same queue a worker sends it through. Such a task never reaches a node,
+yet every one cost a worker per host: seventeen of the thirty-six tasks a compute node ran in a
+deploy. A loop, a delegated, timed, retried or asynchronous one still goes to a worker, where a
+wait or a sleep blocks nobody else.
+
 Everything else is ``mitogen_linear``: the order of plays and tasks and the handler semantics
 are Ansible's linear strategy's.
 """
@@ -56,7 +64,10 @@ from ansible.errors import AnsibleError
 
 try:  # ansible-core 2.19's; under an older Ansible (Debian's, on the head) workers skip as before
     from ansible._internal._templating._engine import TemplateEngine
+    from ansible.executor.task_executor import TaskExecutor
     from ansible.executor.task_result import _RawTaskResult
+    from ansible.plugins import loader as plugin_loader
+    from ansible.utils.fqcn import add_internal_fqcns
 
     SKIPS_IN_MAIN = True
 except ImportError:
@@ -68,8 +79,10 @@ DOCUMENTATION = """
     description:
       - mitogen_linear, except that on a controller of fewer than four CPUs ansible-playbook's
         processes are not pinned to one CPU, that the installed collections are listed once
-        rather than by every worker that runs a collection's module, and that a task its
-        condition skips on a host is skipped without forking a worker for it.
+        rather than by every worker that runs a collection's module, that a task its
+        condition skips on a host is skipped without forking a worker for it, and that a task
+        only the controller runs (an include, include_vars, set_fact, assert, debug, fail, a
+        role's arguments check) runs without one.
 """
 
 # mitogen's own threshold: below it, its policy puts the controller and every worker on CPU 1.
@@ -107,6 +120,40 @@ def _load_collections(invocation: Any) -> None:
 ansible_mitogen.planner._load_collections = _load_collections
 
 Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
+
+
+# Actions that run on the controller alone: their plugins never open the connection.
+CONTROLLER_ACTIONS = frozenset(
+    add_internal_fqcns(
+        (
+            "include_tasks",
+            "include_role",
+            "include_vars",
+            "set_fact",
+            "assert",
+            "debug",
+            "fail",
+            "validate_argument_spec",
+        )
+    )
+    if SKIPS_IN_MAIN
+    else ()
+)
+
+
+def runs_in_main(task: Any) -> bool:
+    """Whether the main process runs ``task`` itself: a controller's action, and nothing that
+    would make the main process wait (a retry's sleep, a timeout's alarm, an asynchronous poll)
+    or that a worker handles per item or for another host."""
+    return task.action in CONTROLLER_ACTIONS and not (
+        task.loop
+        or task.loop_with
+        or task.delegate_to
+        or task.async_val
+        or task.timeout
+        or task.until
+        or task.retries
+    )
 
 
 def skipped_result(
@@ -156,11 +203,24 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, Base):  # type: ign
     def _queue_task(
         self, host: Any, task: Any, task_vars: dict[str, Any], play_context: Any
     ) -> None:
+        if runs_in_main(task):
+            self._run_in_main(host, task, task_vars, play_context)
+            return
         result = skipped_result(self._loader, host, task, task_vars, play_context)
         if result is None:
             super()._queue_task(host, task, task_vars, play_context)
             return
-        # What queueing a worker records, and what the results thread does with its result.
+        self._started(host, task, task_vars, play_context)
+        raw = _RawTaskResult(
+            host=host, task=task, return_data=result, task_fields=task.dump_attrs()
+        )
+        converted = self._convert_wire_task_result_to_raw(raw.as_wire_task_result())
+        with self._results_lock:
+            self._results.append(converted)
+        self._pending_results += 1
+
+    def _started(self, host: Any, task: Any, task_vars: dict[str, Any], play_context: Any) -> None:
+        """What queueing a task to a worker records and reports."""
         self._queued_task_cache[(host.name, task._uuid)] = {
             "host": host,
             "task": task,
@@ -168,10 +228,27 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, Base):  # type: ign
             "play_context": play_context,
         }
         self._tqm.send_callback("v2_runner_on_start", host, task)
-        raw = _RawTaskResult(
-            host=host, task=task, return_data=result, task_fields=task.dump_attrs()
+
+    def _run_in_main(
+        self, host: Any, task: Any, task_vars: dict[str, Any], play_context: Any
+    ) -> None:
+        """What a worker does with ``task``, done here: the executor squashes and post-validates
+        the task it is given, so it gets a copy (under the same parent), as a forked worker has
+        one; its result goes through the queue, pickled, as a worker's does."""
+        self._started(host, task, task_vars, play_context)
+        own = task.copy(exclude_parent=True, exclude_tasks=True)
+        own._parent = task._parent
+        result = TaskExecutor(
+            host,
+            own,
+            task_vars,
+            play_context,
+            self._loader,
+            plugin_loader.get_plugin_loader_namespace(),
+            self._final_q,
+            self._variable_manager,
+        ).run()
+        self._final_q.send_task_result(
+            _RawTaskResult(host=host, task=own, return_data=result, task_fields=own.dump_attrs())
         )
-        converted = self._convert_wire_task_result_to_raw(raw.as_wire_task_result())
-        with self._results_lock:
-            self._results.append(converted)
         self._pending_results += 1

@@ -1,7 +1,9 @@
 """ptc_mitogen_linear skips a task whose condition is false in the main process, without forking a
-worker for it. The same playbook under mitogen's own linear strategy, where every skip happens
-in a worker, must give the same results: each host's result of each task (registered and shown),
-the handlers, the stats; and the skips must really happen without a worker."""
+worker for it, and runs there a task only the controller runs (an include, set_fact, assert,
+debug, fail, a role's arguments check). The same playbook under mitogen's own linear strategy,
+where every task runs in a worker, must give the same results: each host's result of each task
+(registered and shown, failed and ignored), the handlers, the stats; and the skips and the
+controller's tasks must really happen without a worker."""
 
 from __future__ import annotations
 
@@ -17,19 +19,26 @@ import yaml
 
 from elastic.deploy import runner
 
-# A test plugin: records which process evaluated it (its parent is this test for the main
-# process, the main process for a worker), and is true for host "a" only.
+# Test plugins: record which process evaluated them (its parent is this test for the main
+# process, the main process for a worker); ptc_traced is true for host "a" only, ptc_seen always.
 TRACE = """
 import os
 
-def traced(hostname, path):
+def record(hostname, path):
     with open(path, "a") as f:
         f.write(f"{hostname} {os.getppid()}\\n")
+
+def traced(hostname, path):
+    record(hostname, path)
     return hostname == "a"
+
+def seen(hostname, path):
+    record(hostname, path)
+    return True
 
 class TestModule:
     def tests(self):
-        return {"ptc_traced": traced}
+        return {"ptc_traced": traced, "ptc_seen": seen}
 """
 
 PLAY: list[dict[str, Any]] = [
@@ -46,7 +55,8 @@ PLAY: list[dict[str, Any]] = [
         "tasks": [
             {
                 "name": "traced",
-                "ansible.builtin.debug": {"msg": "runs"},
+                "ansible.builtin.command": "true",
+                "changed_when": False,
                 "when": "inventory_hostname is ptc_traced(trace)",
             },
             {
@@ -116,6 +126,77 @@ PLAY: list[dict[str, Any]] = [
                 "when": "ansible_check_mode or ansible_connection != 'local'",
             },
             {
+                "name": "a fact, set where the controller runs it",
+                "ansible.builtin.set_fact": {"fact": "{{ inventory_hostname is ptc_seen(seen) }}"},
+                "register": "setting",
+            },
+            {"name": "show the fact", "ansible.builtin.debug": {"var": "fact"}},
+            {
+                "name": "variables from a file",
+                "ansible.builtin.include_vars": "{{ 'vars.yml' if inventory_hostname is ptc_seen(seen) }}",
+            },
+            {
+                "name": "show a variable from the file",
+                "ansible.builtin.debug": {"var": "from_file"},
+            },
+            {"name": "show how it was set", "ansible.builtin.debug": {"var": "setting"}},
+            {
+                "name": "an assertion that holds",
+                "ansible.builtin.assert": {"that": ["fact | bool"], "quiet": True},
+            },
+            {
+                "name": "an assertion that fails on all but a",
+                "ansible.builtin.assert": {
+                    "that": ["inventory_hostname == 'a'"],
+                    "fail_msg": "not a",
+                },
+                "ignore_errors": True,
+            },
+            {
+                "name": "a failure on b",
+                "ansible.builtin.fail": {"msg": "b fails"},
+                "when": "inventory_hostname == 'b'",
+                "ignore_errors": True,
+            },
+            {
+                "name": "an arguments check",
+                "ansible.builtin.validate_argument_spec": {
+                    "argument_spec": {"count": {"type": "int", "required": True}},
+                    "provided_arguments": {"count": "{{ 2 + 1 }}"},
+                },
+            },
+            {
+                "name": "an arguments check that fails",
+                "ansible.builtin.validate_argument_spec": {
+                    "argument_spec": {"count": {"type": "int", "required": True}},
+                    "provided_arguments": {"count": "many"},
+                },
+                "ignore_errors": True,
+            },
+            {
+                "name": "a role whose arguments are checked",
+                "ansible.builtin.include_role": {"name": "small"},
+                "vars": {"small_word": "{{ inventory_hostname }}"},
+            },
+            {
+                "name": "an include evaluated by the controller",
+                "ansible.builtin.include_tasks": "included.yml",
+                "when": "inventory_hostname is ptc_seen(seen)",
+            },
+            {
+                "name": "a hidden fact",
+                "ansible.builtin.set_fact": {"hidden": "secret"},
+                "no_log": True,
+            },
+            {
+                "name": "a fact retried in a worker",
+                "ansible.builtin.set_fact": {
+                    "retried": "{{ inventory_hostname is ptc_seen(seen) }}"
+                },
+                "retries": 1,
+                "until": "retried | bool",
+            },
+            {
                 "name": "a condition that fails",
                 "ansible.builtin.debug": {"msg": "never"},
                 "when": "no_such_variable == 1",
@@ -150,11 +231,17 @@ def run(tmp_path: Path, strategy: str) -> tuple[Any, list[tuple[str, int]]]:
     (work / "roles" / "small" / "tasks" / "main.yml").write_text(
         yaml.safe_dump([{"name": "in the role", "ansible.builtin.debug": {"msg": "role"}}])
     )
+    (work / "roles" / "small" / "meta").mkdir()
+    spec = {"options": {"small_word": {"type": "str", "default": "none"}}}
+    (work / "roles" / "small" / "meta" / "argument_specs.yml").write_text(
+        yaml.safe_dump({"argument_specs": {"main": spec}})
+    )
+    (work / "vars.yml").write_text(yaml.safe_dump({"from_file": "{{ inventory_hostname }}!"}))
     (work / "site.yml").write_text(yaml.safe_dump(PLAY, sort_keys=False))
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     hosts = {h: {} for h in ("a", "b", "c")}
     (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"vars": local, "hosts": hosts}}))
-    trace = work / "trace"
+    trace, seen = work / "trace", work / "seen"
     env = {
         **os.environ,
         **runner._environment(mitogen=True),
@@ -166,18 +253,23 @@ def run(tmp_path: Path, strategy: str) -> tuple[Any, list[tuple[str, int]]]:
     }
     argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
     done = subprocess.run(
-        [*argv, "-e", f"trace={trace}", "site.yml"],
+        [*argv, "-e", f"trace={trace} seen={seen}", "site.yml"],
         cwd=work,
         env=env,
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    traced = [(h, int(p)) for h, p in (line.split() for line in trace.read_text().splitlines())]
-    return normalised(json.loads(done.stdout)), traced
+    output = json.loads(done.stdout.replace(str(work), "WORK"))  # each strategy has its own
+    return normalised(output), recorded(trace), recorded(seen)
 
 
-Run = tuple[Any, list[tuple[str, int]]]
+def recorded(path: Path) -> list[tuple[str, int]]:
+    """Which host each evaluation of a test plugin was for, and its process's parent."""
+    return [(h, int(p)) for h, p in (line.split() for line in path.read_text().splitlines())]
+
+
+Run = tuple[Any, list[tuple[str, int]], list[tuple[str, int]]]
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +294,42 @@ def test_skipping_in_the_main_process_gives_what_a_worker_gives(runs: dict[str, 
     assert shown["b"]["false_condition"] == "inventory_hostname == 'a'"
 
 
+def results(run: Any, name: str) -> dict[str, Any]:
+    """Each host's result of the task called ``name`` (the callback lists a task once per host
+    under a strategy it does not know to run hosts in lockstep)."""
+    tasks = [t for t in run["plays"][0]["tasks"] if t["task"]["name"] == name]
+    assert tasks, name
+    return {h: r for t in tasks for h, r in t["hosts"].items()}
+
+
+def test_the_controller_s_tasks_in_the_main_process_give_what_a_worker_gives(
+    runs: dict[str, Run],
+) -> None:
+    ours = runs[runner.STRATEGY][0]
+    assert {h: r["fact"] for h, r in results(ours, "show the fact").items()} == dict.fromkeys(
+        "abc", True
+    )
+    shown = results(ours, "show a variable from the file")
+    assert {h: r["from_file"] for h, r in shown.items()} == {h: f"{h}!" for h in "abc"}
+    assert results(ours, "show how it was set")["a"]["setting"]["ansible_facts"] == {"fact": True}
+    failed = results(ours, "an assertion that fails on all but a")
+    assert {h: r.get("failed", False) for h, r in failed.items()} == {
+        "a": False,
+        "b": True,
+        "c": True,
+    }
+    assert failed["b"]["msg"] == "not a"
+    assert results(ours, "a failure on b")["b"]["msg"] == "b fails"
+    assert not any(r.get("failed") for r in results(ours, "an arguments check").values())
+    wrong = results(ours, "an arguments check that fails")["c"]
+    assert wrong["failed"] is True and "count" in wrong["msg"]
+    checks = [t for t in ours["plays"][0]["tasks"] if "argument" in t["task"]["name"].lower()]
+    assert any("small" in t["task"]["name"] or "main" in t["task"]["name"] for t in checks)
+    hidden = results(ours, "a hidden fact")["a"]
+    assert "secret" not in json.dumps(hidden) and hidden["censored"]
+    assert results(ours, "included")["c"]["msg"] == "included"
+
+
 def test_a_false_condition_is_evaluated_without_a_worker(runs: dict[str, Run]) -> None:
     """Host "a" (true) is evaluated by the main process, then by its worker; "b" and "c" (false)
     only by the main process. Under mitogen's own strategy every evaluation is a worker's."""
@@ -215,3 +343,14 @@ def test_a_false_condition_is_evaluated_without_a_worker(runs: dict[str, Run]) -
     }
     assert sorted(h for h, p in theirs if p != main) == ["a", "b", "c"]
     assert all(p != main for _, p in theirs)
+
+
+def test_the_controller_s_tasks_run_without_a_worker(runs: dict[str, Run]) -> None:
+    """The fact, the variables file's name and the include's condition are evaluated by the main
+    process for every host; the retried fact, which may sleep, by each host's worker. Under
+    mitogen's own strategy all four are a worker's."""
+    main = os.getpid()
+    ours, theirs = runs[runner.STRATEGY][2], runs["mitogen_linear"][2]
+    for host in "abc":
+        assert sorted(p == main for h, p in ours if h == host) == [False, True, True, True]
+        assert [p == main for h, p in theirs if h == host] == [False] * 4
