@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible._internal._templating._engine import TemplateEngine
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import trust_as_template
 from jinja2 import StrictUndefined
 from jinja2.nativetypes import NativeEnvironment
 
@@ -116,3 +119,20 @@ def test_site_lists_the_installed_packages_before_the_common_role() -> None:
     assert setters, "site.yml's play with the common role does not set ptc_packages_installed first"
     # It comes before every play that installs packages of another role.
     assert plays.index(base) <= 2
+
+
+def test_the_run_s_list_holds_the_installed_packages_only() -> None:
+    """site.yml's list, rendered by Ansible from dpkg-query's lines (status, then name): the
+    packages installed, not those removed with their configuration left or half installed."""
+    site = yaml.safe_load((paths.REPO_ROOT / "site.yml").read_text())
+    (expression,) = (
+        task["ansible.builtin.set_fact"][GUARD]
+        for play in site
+        for task in play.get("pre_tasks", [])
+        if GUARD in task.get("ansible.builtin.set_fact", {})
+    )
+    lines = ["ii bash", "rc removed-kept-config", "iU half-installed", "ii libc6", "ii g++-12"]
+    listed = {"stdout": "\n".join([*lines, "ii python3.11"])}
+    engine = TemplateEngine(loader=DataLoader(), variables={"ptc_dpkg_query": listed})
+    installed = engine.template(trust_as_template(expression))
+    assert installed == ["bash", "libc6", "g++-12", "python3.11"]
