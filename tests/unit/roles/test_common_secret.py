@@ -6,16 +6,11 @@ ansible-playbook (the holder is localhost; the files live in a temporary directo
 from __future__ import annotations
 
 import base64
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from elastic.paths import REPO_ROOT
+import local_playbook
+from local_playbook import INTERPRETER, local_host
 
 
 def run_role(tmp_path: Path, **params: object) -> dict[str, Any]:
@@ -40,26 +35,8 @@ def run_role(tmp_path: Path, **params: object) -> dict[str, Any]:
             },
         ],
     }
-    (tmp_path / "play.yml").write_text(yaml.safe_dump([play], sort_keys=False))
-    inventory = {
-        "all": {
-            "hosts": {"holder": {"ansible_connection": "local"}},
-            "vars": {"ansible_python_interpreter": sys.executable},
-        }
-    }
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(
-        os.environ,
-        ANSIBLE_ROLES_PATH=str(REPO_ROOT / "roles"),
-        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-        ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-    )
-    args = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "inventory.yml"]
-    run = subprocess.run(
-        [*args, "play.yml"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    out = json.loads(run.stdout)
+    inventory = {"all": {"hosts": {"holder": local_host()}, "vars": INTERPRETER}}
+    out = local_playbook.run(tmp_path, play, inventory)
     tasks = out["plays"][-1]["tasks"]
     return {
         "shown": tasks[-1]["hosts"]["holder"]["msg"],
