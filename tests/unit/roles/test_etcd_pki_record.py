@@ -1,11 +1,13 @@
 """The etcd role's PKI on the controller is made again only when what it is made from, or one of
 its files, changed since the run that made it last. Run on this machine with ansible-playbook
 (the member is localhost, whose server PKI directory is inside the test's directory): a first
-run makes the keys and certificates and records them; a second skips every step of the making;
-a file whose mode changed, or a member with a new address, makes it again."""
+run makes the keys and certificates and records them; a second skips every step of the making,
+and so does a run on a copy of the directory (new times, same contents and modes); a file whose
+mode changed, or a member with a new address, makes it again."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ from local_playbook import INTERPRETER, local_host
 MAKING = "etcd : Generate the CA key once"  # the first step of the making
 
 
-def run_pki(tmp_path: Path, address: str = "127.0.0.1") -> dict[str, dict[str, Any]]:
+def run_pki(
+    tmp_path: Path, address: str = "127.0.0.1", pki: str = "pki"
+) -> dict[str, dict[str, Any]]:
     """Each task's result on the member (by task name) of a run of the role's pki.yml."""
     play = {
         "name": "PKI",
@@ -26,7 +30,7 @@ def run_pki(tmp_path: Path, address: str = "127.0.0.1") -> dict[str, dict[str, A
                 "name": "PKI",
                 "ansible.builtin.include_role": {"name": "etcd", "tasks_from": "pki"},
                 "vars": {
-                    "etcd_pki_dir": str(tmp_path / "pki"),
+                    "etcd_pki_dir": str(tmp_path / pki),
                     "__etcd_server_pki": str(tmp_path / "member-pki"),
                 },
             },
@@ -58,6 +62,10 @@ def test_the_pki_is_made_once_and_again_only_when_its_inputs_or_files_change(
     assert drifted[MAKING]["changed"] is True  # the key's mode is set back
     assert oct((tmp_path / "pki" / "ca.key").stat().st_mode & 0o777) == "0o600"
     assert MAKING not in run_pki(tmp_path)
+
+    # A copy elsewhere (the head keeps one for runs started there) is the same PKI.
+    shutil.copytree(tmp_path / "pki", tmp_path / "copy", copy_function=shutil.copy)
+    assert MAKING not in run_pki(tmp_path, pki="copy")
 
     moved = run_pki(tmp_path, address="127.0.0.2")  # a new address in the member's SANs
     assert moved["etcd : Sign the member certificates"]["changed"] is True
